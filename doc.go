@@ -1,0 +1,32 @@
+// Package rpcrdma is the root of go-rpcrdma, a Go implementation of
+// RPC-over-RDMA: the transport that carries ONC RPC, and NFS above it, over
+// RDMA networks. It holds no code; this comment is the tour.
+//
+// The stack, bottom up (each package imports only those below it):
+//
+//	xdr/            RFC 4506 External Data Representation: append-style
+//	                encoders and a zero-copy, bounded, sticky-error decoder.
+//	rpc/            RFC 5531 ONC RPC: call and reply headers, AUTH_NONE and
+//	                AUTH_SYS, a transport-neutral client and server, record
+//	                marking over TCP, and the Body type through which an
+//	                upper layer marks data items eligible for direct data
+//	                placement without knowing about RDMA.
+//	rpcrdma/wire/   the RPC-over-RDMA transport headers: Version One
+//	                (RFC 5666), Version Two (draft-cel-nfsv4-rpcrdma-version-two-00),
+//	                RFC 8797 connection private data, and the Connection
+//	                Configuration Protocol (program 100417).
+//	rdma/           the RDMA provider model: connections with private data,
+//	                memory registration, Send, RDMA Write and Read.
+//	rdma/loopback/  an in-process provider, strict like hardware.
+//	rdma/iwarp/     the IETF iWARP suite in pure Go over TCP: MPA (RFC 5044,
+//	                RFC 6581), DDP (RFC 5041), RDMAP (RFC 5040).
+//
+// Specifications: RFC 5666 and RFC 8166 (RPC-over-RDMA Version One), RFC 8167
+// (bi-directional operation), RFC 8797 (RDMA-CM private data), the Version Two
+// draft, RFC 5531 (ONC RPC), RFC 4506 (XDR), and RFCs 5040, 5041, 5044 and
+// 6581 (iWARP). The seed texts the project implements are listed in the
+// repository's design notes.
+//
+// Start with package rpc for calling and serving programs, and xdr for
+// encoding their arguments.
+package rpcrdma

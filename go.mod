@@ -1,0 +1,3 @@
+module github.com/go-rpcrdma/rpcrdma
+
+go 1.26
