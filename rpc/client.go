@@ -1,0 +1,298 @@
+package rpc
+
+// A Client multiplexes calls over one Transport. Each call gets a fresh xid
+// and an entry in the pending-call table before it is sent; one reader
+// goroutine receives every message, takes the pending entry of the reply's
+// xid out of the table and hands the message to the waiting caller, which
+// decodes the reply header itself. Whoever removes an entry from the table
+// (the reader with a reply, the caller giving up, or the failure path with
+// a connection error) is the only one to complete it, so each call ends
+// exactly once. After the transport fails or the Client is closed, the table
+// is emptied with a *ConnError and new calls fail with the same error.
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-rpcrdma/rpcrdma/xdr"
+)
+
+// Request is one call to make: the procedure, the authentication, the
+// arguments, and hints for transports that place results directly.
+type Request struct {
+	Prog, Vers, Proc uint32
+	Cred, Verf       OpaqueAuth // the zero value is AUTH_NONE
+	// Args are the procedure's arguments. Their memory must stay unchanged
+	// until Call returns.
+	Args Body
+	// ResultBufs and MaxReply are passed to the transport in the Msg (see
+	// Msg). Results placed into ResultBufs appear as held-apart items of
+	// Reply.Results whose Data aliases them; decode them with
+	// BodyDecoder.DDPOpaqueInto to find them in the buffers whichever
+	// transport carried them.
+	ResultBufs [][]byte
+	MaxReply   int
+}
+
+// Reply is the successful outcome of a call.
+type Reply struct {
+	XID  uint32
+	Verf OpaqueAuth // the server's verifier
+	// Results is the reply message after the reply header, with item
+	// offsets relative to it. It aliases the received message (and
+	// possibly the Request's ResultBufs) and belongs to the caller.
+	Results Body
+}
+
+// ClientStats counts the messages a Client dropped or could not use.
+type ClientStats struct {
+	UnknownXID uint64 // replies matching no pending call (late, duplicate or bogus), dropped
+	NotReply   uint64 // messages whose msg_type is not REPLY, dropped
+	Short      uint64 // messages too short for an xid and msg_type, dropped
+	BadReply   uint64 // replies whose header failed to decode (the call failed with *BadReplyError)
+	Abandoned  uint64 // calls given up because their context ended
+}
+
+type clientCounters struct {
+	unknownXID, notReply, short, badReply, abandoned atomic.Uint64
+}
+
+// Client makes calls over a Transport. It is safe for concurrent use; any
+// number of calls may be in flight, and replies may arrive in any order.
+type Client struct {
+	t        Transport
+	canceler CallCanceler // t as a CallCanceler, or nil
+
+	mu      sync.Mutex
+	pending map[uint32]*pendingCall
+	xid     uint32
+	err     error // set once: the connection error every later call gets
+
+	readerDone chan struct{}
+	stats      clientCounters
+}
+
+type pendingCall struct {
+	done chan callResult // buffered: the completer never blocks
+}
+
+type callResult struct {
+	msg *Msg
+	err error
+}
+
+// NewClient returns a Client making calls over t, and starts the goroutine
+// that receives t's messages; Close stops it. The Client owns t from then
+// on. If t implements CallCanceler, abandoned calls are reported to it.
+func NewClient(t Transport) *Client {
+	c := &Client{
+		t:          t,
+		pending:    make(map[uint32]*pendingCall),
+		xid:        rand.Uint32(),
+		readerDone: make(chan struct{}),
+	}
+	c.canceler, _ = t.(CallCanceler)
+	go c.readLoop()
+	return c
+}
+
+// Call makes one call and waits for its reply.
+//
+// On success it returns the reply's verifier and results. Errors:
+//   - ctx's error, if ctx ends first; the call is abandoned (a late reply is
+//     dropped) and the transport is told (CallCanceler);
+//   - *AcceptError or *RejectError, if the server did not run the call
+//     successfully; *BadReplyError, if the reply was malformed;
+//   - *ConnError (matching net.ErrClosed), if the Client is closed or the
+//     transport failed; the Client is then unusable;
+//   - other errors from the transport refusing this message, or for a
+//     credential or verifier body over MaxAuthBytes.
+//
+// The call's memory (req.Args, req.ResultBufs) may be used by the transport
+// until Call returns.
+func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
+	if len(req.Cred.Body) > MaxAuthBytes || len(req.Verf.Body) > MaxAuthBytes {
+		return Reply{}, errors.New("rpc: credential or verifier body over 400 bytes")
+	}
+	if err := ctx.Err(); err != nil {
+		return Reply{}, err
+	}
+	pc := &pendingCall{done: make(chan callResult, 1)}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return Reply{}, err
+	}
+	xid := c.nextXID()
+	c.pending[xid] = pc
+	c.mu.Unlock()
+
+	h := CallHeader{
+		XID: xid, RPCVers: RPCVersion,
+		Prog: req.Prog, Vers: req.Vers, Proc: req.Proc,
+		Cred: req.Cred, Verf: req.Verf,
+	}
+	id := h.ID()
+	m := &Msg{ResultBufs: req.ResultBufs, MaxReply: req.MaxReply}
+	hlen := h.EncodedLen()
+	m.XDR = h.Append(make([]byte, 0, hlen+len(req.Args.XDR)))
+	m.XDR = append(m.XDR, req.Args.XDR...)
+	if len(req.Args.Items) > 0 {
+		m.Items = make([]DDPItem, len(req.Args.Items))
+		for i, it := range req.Args.Items {
+			m.Items[i] = DDPItem{Offset: it.Offset + hlen, Data: it.Data}
+		}
+	}
+
+	if err := c.t.Send(ctx, m); err != nil {
+		c.forget(xid)
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return Reply{}, ctxErr
+		}
+		if errors.Is(err, net.ErrClosed) {
+			return Reply{}, connError(err)
+		}
+		return Reply{}, err
+	}
+
+	select {
+	case r := <-pc.done:
+		return c.finish(id, r)
+	case <-ctx.Done():
+		if !c.forget(xid) {
+			// The reply or a connection error got here first and is
+			// on its way: use it.
+			return c.finish(id, <-pc.done)
+		}
+		c.stats.abandoned.Add(1)
+		if c.canceler != nil {
+			c.canceler.CancelCall(xid)
+		}
+		return Reply{}, ctx.Err()
+	}
+}
+
+// nextXID returns an xid no pending call uses. c.mu must be held.
+func (c *Client) nextXID() uint32 {
+	for {
+		c.xid++
+		if _, busy := c.pending[c.xid]; !busy {
+			return c.xid
+		}
+	}
+}
+
+// forget removes xid from the pending table and reports whether it was
+// still there.
+func (c *Client) forget(xid uint32) bool {
+	c.mu.Lock()
+	_, ok := c.pending[xid]
+	delete(c.pending, xid)
+	c.mu.Unlock()
+	return ok
+}
+
+// finish turns the message or error completing a call into Call's results.
+func (c *Client) finish(id CallID, r callResult) (Reply, error) {
+	if r.err != nil {
+		return Reply{}, r.err
+	}
+	var h ReplyHeader
+	d := xdr.NewDecoder(r.msg.XDR)
+	if err := h.Decode(&d); err != nil {
+		c.stats.badReply.Add(1)
+		return Reply{}, &BadReplyError{Call: id, Err: err}
+	}
+	if h.Stat == MsgDenied {
+		return Reply{}, &RejectError{Call: id, Stat: h.RejectStat, Low: h.Low, High: h.High, AuthStat: h.AuthStat}
+	}
+	if h.AcceptStat != Success {
+		return Reply{}, &AcceptError{Call: id, Stat: h.AcceptStat, Low: h.Low, High: h.High}
+	}
+	results, err := r.msg.tail(d.Offset())
+	if err != nil {
+		c.stats.badReply.Add(1)
+		return Reply{}, &BadReplyError{Call: id, Err: err}
+	}
+	return Reply{XID: h.XID, Verf: h.Verf, Results: results}, nil
+}
+
+// readLoop receives every message of the transport until it fails.
+func (c *Client) readLoop() {
+	defer close(c.readerDone)
+	for {
+		m, err := c.t.Recv()
+		if err != nil {
+			c.fail(connError(err))
+			return
+		}
+		xid, mt, ok := PeekHeader(m.XDR)
+		switch {
+		case !ok:
+			c.stats.short.Add(1)
+			continue
+		case mt != MsgReply:
+			c.stats.notReply.Add(1)
+			continue
+		}
+		c.mu.Lock()
+		pc := c.pending[xid]
+		delete(c.pending, xid)
+		c.mu.Unlock()
+		if pc == nil {
+			c.stats.unknownXID.Add(1)
+			continue
+		}
+		pc.done <- callResult{msg: m}
+	}
+}
+
+// fail records err as the Client's connection error, unless one is
+// recorded, and completes every pending call with it.
+func (c *Client) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	for xid, pc := range c.pending {
+		delete(c.pending, xid)
+		pc.done <- callResult{err: c.err}
+	}
+	c.mu.Unlock()
+}
+
+// Null calls procedure 0 of prog and vers with AUTH_NONE. By the convention
+// RFC 5531 describes, procedure 0 of every program takes no arguments and
+// returns no results, so it checks that the server serves the version. It
+// ignores any results and returns Call's errors.
+func (c *Client) Null(ctx context.Context, prog, vers uint32) error {
+	_, err := c.Call(ctx, &Request{Prog: prog, Vers: vers})
+	return err
+}
+
+// Close fails every pending call with a *ConnError wrapping net.ErrClosed,
+// closes the transport and waits for the receiving goroutine to exit. Later
+// calls fail the same way. It returns the transport's Close error and is
+// safe to call more than once.
+func (c *Client) Close() error {
+	c.fail(&ConnError{Err: net.ErrClosed})
+	err := c.t.Close()
+	<-c.readerDone
+	return err
+}
+
+// Stats returns a snapshot of the Client's counters.
+func (c *Client) Stats() ClientStats {
+	return ClientStats{
+		UnknownXID: c.stats.unknownXID.Load(),
+		NotReply:   c.stats.notReply.Load(),
+		Short:      c.stats.short.Load(),
+		BadReply:   c.stats.badReply.Load(),
+		Abandoned:  c.stats.abandoned.Load(),
+	}
+}

@@ -1,0 +1,374 @@
+package rpc
+
+// Record marking (RFC 5531 section 11) delimits RPC messages on a byte
+// stream such as TCP. A record is one message, sent as one or more
+// fragments; each fragment starts with a 4-byte header whose top bit marks
+// the last fragment of the record and whose other 31 bits give the
+// fragment's length:
+//
+//	+-+-------------------------------+--------------------+
+//	|L|  length (31 bits)             |  fragment data ... |
+//	+-+-------------------------------+--------------------+
+//
+// The reader bounds a record before allocating for it, so a peer cannot make
+// it allocate more than the record limit, nor much more than it really sent.
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+const (
+	// DefaultMaxRecord is the largest record a StreamTransport accepts by
+	// default: 1 MiB of data plus headroom for RPC and upper-layer headers.
+	DefaultMaxRecord = 1<<20 + 64<<10
+	// DefaultMaxFragments is the least default limit on fragments per
+	// record, which bounds the work a peer can cause with empty fragments.
+	// The default is the larger of it and one fragment per KiB of the
+	// maximum record size; senders use one fragment per record (Linux) or
+	// fragments of several KiB (libtirpc).
+	DefaultMaxFragments = 1024
+	// MaxFragmentLen is the largest length a fragment header can carry.
+	MaxFragmentLen = 1<<31 - 1
+
+	lastFragment = 1 << 31
+	// readChunk is how much the reader allocates ahead of the data that
+	// has arrived, so a fragment that claims more than it sends costs
+	// little memory.
+	readChunk = 64 << 10
+)
+
+// Record-marking failures. The stream is unusable after either: a
+// StreamTransport closes the connection.
+var (
+	ErrRecordTooLarge   = errors.New("rpc: record exceeds the maximum size")
+	ErrTooManyFragments = errors.New("rpc: record has too many fragments")
+)
+
+type recordError struct {
+	kind error
+	n    uint64
+	max  int
+}
+
+func (e *recordError) Error() string {
+	return e.kind.Error() + " (" + strconv.FormatUint(e.n, 10) + " > " + strconv.Itoa(e.max) + ")"
+}
+
+func (e *recordError) Unwrap() error { return e.kind }
+
+// RecordReader reads records from a byte stream (RFC 5531 section 11). It
+// is not safe for concurrent use.
+type RecordReader struct {
+	r         io.Reader
+	maxRecord int
+	maxFrags  int
+	hdr       [4]byte
+}
+
+// NewRecordReader returns a RecordReader reading from r that accepts records
+// of at most maxRecord bytes of data in at most maxFragments fragments;
+// values <= 0 select the defaults (see DefaultMaxFragments). r should be
+// buffered: the reader reads each 4-byte header separately.
+func NewRecordReader(r io.Reader, maxRecord, maxFragments int) *RecordReader {
+	if maxRecord <= 0 {
+		maxRecord = DefaultMaxRecord
+	}
+	if maxFragments <= 0 {
+		maxFragments = max(DefaultMaxFragments, maxRecord>>10)
+	}
+	return &RecordReader{r: r, maxRecord: maxRecord, maxFrags: maxFragments}
+}
+
+// ReadRecord reads the next record, appends its data (without fragment
+// headers) to dst and returns the extended slice.
+//
+// It returns io.EOF if the stream ends cleanly before a record, and
+// io.ErrUnexpectedEOF if it ends inside one. A record whose fragments add up
+// to more than the maximum fails with an error wrapping ErrRecordTooLarge as
+// soon as the fragment header saying so arrives, before anything is
+// allocated for it; one with too many fragments fails with
+// ErrTooManyFragments. After an error the stream position is undefined.
+func (rr *RecordReader) ReadRecord(dst []byte) ([]byte, error) {
+	start := len(dst)
+	for frags := 1; ; frags++ {
+		if frags > rr.maxFrags {
+			return dst, &recordError{ErrTooManyFragments, uint64(frags), rr.maxFrags}
+		}
+		if _, err := io.ReadFull(rr.r, rr.hdr[:]); err != nil {
+			if err == io.EOF && frags > 1 {
+				err = io.ErrUnexpectedEOF
+			}
+			return dst, err
+		}
+		h := binary.BigEndian.Uint32(rr.hdr[:])
+		n := int(h &^ lastFragment)
+		if have := len(dst) - start; n > rr.maxRecord-have {
+			return dst, &recordError{ErrRecordTooLarge, uint64(have) + uint64(n), rr.maxRecord}
+		}
+		for n > 0 {
+			k := min(n, readChunk)
+			dst = slices.Grow(dst, k)
+			m := len(dst)
+			dst = dst[:m+k]
+			if _, err := io.ReadFull(rr.r, dst[m:]); err != nil {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return dst[:m], err
+			}
+			n -= k
+		}
+		if h&lastFragment != 0 {
+			return dst, nil
+		}
+	}
+}
+
+// RecordWriter writes records to a byte stream (RFC 5531 section 11) with
+// one vectored write per record (net.Buffers): the data of a Body's
+// held-apart items is written from where it lies, not copied. It is not
+// safe for concurrent use.
+type RecordWriter struct {
+	w       io.Writer
+	maxFrag int
+
+	// Per-record state, reused.
+	hdrs   []byte
+	bufs   net.Buffers
+	remain int // bytes of the record not yet covered by a fragment header
+	left   int // bytes left in the current fragment
+	zeros  [4]byte
+}
+
+// NewRecordWriter returns a RecordWriter writing to w in fragments of at
+// most maxFragment bytes; a value <= 0 or above MaxFragmentLen selects
+// MaxFragmentLen, which sends every practical record as one fragment.
+func NewRecordWriter(w io.Writer, maxFragment int) *RecordWriter {
+	if maxFragment <= 0 || maxFragment > MaxFragmentLen {
+		maxFragment = MaxFragmentLen
+	}
+	return &RecordWriter{w: w, maxFrag: maxFragment}
+}
+
+// WriteRecord writes b, flattened (see Body.AppendFlat), as one record and
+// returns the number of bytes written to the stream, fragment headers
+// included. b must be valid (Body.Validate). It keeps no reference to b's
+// memory after it returns. An error leaves the stream unusable if any bytes
+// were written.
+func (rw *RecordWriter) WriteRecord(b *Body) (int64, error) {
+	total := b.Len()
+	nfrag := max(1, (total+rw.maxFrag-1)/rw.maxFrag)
+	// The headers are sliced into bufs, so hdrs must not move once filled.
+	rw.hdrs = slices.Grow(rw.hdrs[:0], 4*nfrag)
+	rw.bufs = rw.bufs[:0]
+	rw.remain, rw.left = total, 0
+
+	prev := 0
+	for _, it := range b.Items {
+		rw.add(b.XDR[prev:it.Offset])
+		rw.add(it.Data)
+		rw.add(rw.zeros[:(4-len(it.Data)&3)&3])
+		prev = it.Offset
+	}
+	rw.add(b.XDR[prev:])
+	if len(rw.bufs) == 0 {
+		rw.header() // an empty record is one empty last fragment
+	}
+
+	bufs := rw.bufs
+	n, err := bufs.WriteTo(rw.w)
+	clear(rw.bufs[:cap(rw.bufs)]) // drop references to the caller's memory
+	return n, err
+}
+
+// add appends p to the write vector, starting fragments as they fill.
+func (rw *RecordWriter) add(p []byte) {
+	for len(p) > 0 {
+		if rw.left == 0 {
+			rw.header()
+		}
+		k := min(len(p), rw.left)
+		rw.bufs = append(rw.bufs, p[:k])
+		p = p[k:]
+		rw.left -= k
+	}
+}
+
+// header starts the next fragment.
+func (rw *RecordWriter) header() {
+	n := min(rw.remain, rw.maxFrag)
+	rw.remain -= n
+	h := uint32(n)
+	if rw.remain == 0 {
+		h |= lastFragment
+	}
+	off := len(rw.hdrs)
+	rw.hdrs = binary.BigEndian.AppendUint32(rw.hdrs, h)
+	rw.bufs = append(rw.bufs, rw.hdrs[off:off+4:off+4])
+	rw.left = n
+}
+
+// StreamOptions configures a StreamTransport. The zero value selects the
+// defaults.
+type StreamOptions struct {
+	// MaxRecord is the largest record Recv accepts, in bytes of data; a
+	// larger one closes the connection. 0 selects DefaultMaxRecord.
+	MaxRecord int
+	// MaxFragments is the largest number of fragments per record Recv
+	// accepts. 0 selects a default (see DefaultMaxFragments).
+	MaxFragments int
+	// MaxFragment is the largest fragment Send writes. 0 selects
+	// MaxFragmentLen (one fragment per record).
+	MaxFragment int
+}
+
+// StreamTransport is a Transport over a byte stream (TCP) with record
+// marking (RFC 5531 section 11). Send flattens a Msg's Body, gathering the
+// held-apart items into one vectored write; Recv returns every message with
+// its data inline (no Items). It ignores ResultBufs and MaxReply.
+type StreamTransport struct {
+	conn net.Conn
+
+	// sendLock is a one-slot semaphore held while a record is written, so
+	// that waiting for it can be cancelled; it guards wr.
+	sendLock chan struct{}
+	wr       *RecordWriter
+
+	// Owned by the goroutine calling Recv.
+	rd      *RecordReader
+	recvErr error
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// NewStreamTransport returns a StreamTransport over c, which it owns from
+// then on (Close closes it). o may be nil.
+func NewStreamTransport(c net.Conn, o *StreamOptions) *StreamTransport {
+	var opts StreamOptions
+	if o != nil {
+		opts = *o
+	}
+	return &StreamTransport{
+		conn:     c,
+		sendLock: make(chan struct{}, 1),
+		wr:       NewRecordWriter(c, opts.MaxFragment),
+		rd:       NewRecordReader(bufio.NewReaderSize(c, 32<<10), opts.MaxRecord, opts.MaxFragments),
+		closed:   make(chan struct{}),
+	}
+}
+
+// DialTCP connects to addr ("host:port") over TCP and returns a
+// StreamTransport over the connection. o may be nil.
+func DialTCP(ctx context.Context, addr string, o *StreamOptions) (*StreamTransport, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return NewStreamTransport(c, o), nil
+}
+
+// Send writes m as one record. Concurrent Sends are serialized; ctx bounds
+// the wait for the connection and the write itself.
+//
+// It returns ctx's error if ctx ends before any byte is written (the
+// connection stays usable), an error wrapping ErrDDPItem if m's Body is
+// invalid, and a *ConnError otherwise; a write that fails or is interrupted
+// part-way closes the transport, since the stream can no longer be framed.
+func (t *StreamTransport) Send(ctx context.Context, m *Msg) error {
+	if err := m.Body.Validate(); err != nil {
+		return err
+	}
+	select {
+	case t.sendLock <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.closed:
+		return &ConnError{Err: net.ErrClosed}
+	}
+	defer func() { <-t.sendLock }()
+	select {
+	case <-t.closed:
+		return &ConnError{Err: net.ErrClosed}
+	default:
+	}
+
+	var stop func() bool
+	var fired chan struct{}
+	if ctx.Done() != nil {
+		fired = make(chan struct{})
+		stop = context.AfterFunc(ctx, func() {
+			t.conn.SetWriteDeadline(time.Unix(1, 0)) // in the past: interrupts the write
+			close(fired)
+		})
+	}
+	n, err := t.wr.WriteRecord(&m.Body)
+	if stop != nil && !stop() {
+		<-fired
+		if err == nil || n == 0 {
+			t.conn.SetWriteDeadline(time.Time{})
+		}
+		if err != nil && n == 0 {
+			return ctx.Err()
+		}
+	}
+	if err != nil {
+		t.Close()
+		return &ConnError{Err: err}
+	}
+	return nil
+}
+
+// Recv reads the next record and returns it as a Msg with everything inline;
+// the Msg and its memory belong to the caller. Only one goroutine may call
+// Recv at a time.
+//
+// Every error is a *ConnError and is returned again by later calls: the peer
+// closed (io.EOF), the transport was closed (net.ErrClosed), the record was
+// too large or too fragmented (ErrRecordTooLarge, ErrTooManyFragments), or
+// the connection failed. Recv closes the transport on error.
+func (t *StreamTransport) Recv() (*Msg, error) {
+	if t.recvErr != nil {
+		return nil, t.recvErr
+	}
+	buf, err := t.rd.ReadRecord(nil)
+	if err != nil {
+		select {
+		case <-t.closed:
+			err = net.ErrClosed
+		default:
+			t.Close()
+		}
+		t.recvErr = &ConnError{Err: err}
+		return nil, t.recvErr
+	}
+	return &Msg{Body: Body{XDR: buf}}, nil
+}
+
+// Close closes the connection, making a blocked Recv and Send return, and
+// returns the error of closing it. It is safe to call concurrently and more
+// than once; later calls return nil.
+func (t *StreamTransport) Close() error {
+	var err error
+	t.closeOnce.Do(func() {
+		close(t.closed)
+		err = t.conn.Close()
+	})
+	return err
+}
+
+// LocalAddr returns the local network address of the connection.
+func (t *StreamTransport) LocalAddr() net.Addr { return t.conn.LocalAddr() }
+
+// RemoteAddr returns the remote network address of the connection.
+func (t *StreamTransport) RemoteAddr() net.Addr { return t.conn.RemoteAddr() }

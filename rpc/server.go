@@ -1,0 +1,656 @@
+package rpc
+
+// A Server answers calls on any number of transports. For each transport,
+// Serve runs one loop that receives messages and starts a goroutine per
+// call, at most MaxInFlight at once; the loop stops receiving while the
+// limit is reached. Each call goroutine decodes the call header and answers
+// in the order of RFC 5531 section 9: RPC_MISMATCH for an rpcvers other
+// than 2; AUTH_ERROR when the credential or verifier is malformed or the
+// authenticator refuses it; PROG_UNAVAIL, PROG_MISMATCH or PROC_UNAVAIL when
+// no handler is registered; then the handler's results, GARBAGE_ARGS or
+// SYSTEM_ERR. Messages that are not calls, or too short to answer, are
+// dropped and counted.
+//
+// Shutdown stops the listeners, closes each transport as soon as it has no
+// call in progress, and drops calls that arrive meanwhile (a client retries
+// them on a new connection), so every call a handler started gets its
+// reply.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-rpcrdma/rpcrdma/xdr"
+)
+
+// DefaultMaxInFlight is the default number of calls a Server runs at once
+// per transport.
+const DefaultMaxInFlight = 128
+
+// Handler runs one procedure. It decodes its arguments from c (usually with
+// c.Decoder()), and returns the results to send, or an error:
+//   - ErrGarbageArgs, or any error after c.Decoder() failed: GARBAGE_ARGS;
+//   - an AuthStat (e.g. AuthTooWeak): MSG_DENIED AUTH_ERROR with it;
+//   - an *AcceptError: that accept_stat (and version range);
+//   - any other error, or a panic: SYSTEM_ERR.
+//
+// If c.Decoder() holds an error when the handler returns, the server
+// answers GARBAGE_ARGS whatever the handler returned.
+//
+// Handlers run concurrently. c and its memory are valid until the handler
+// returns, and the results may alias them; the server does not keep the
+// results after the reply is sent. ctx is cancelled when the transport
+// fails or the server is closed.
+type Handler func(ctx context.Context, c *Call) (results Body, err error)
+
+// Call is a call as a Handler sees it.
+type Call struct {
+	Header CallHeader // Cred.Body and Verf.Body alias the received message
+	Args   Body       // the arguments, with item offsets relative to Args.XDR
+	// AuthSys holds the parsed AUTH_SYS credential when DefaultAuth
+	// accepted one, nil otherwise.
+	AuthSys *AuthSysParms
+	// AuthInfo is for a custom ServerOptions.Auth to pass what it learnt
+	// to handlers.
+	AuthInfo any
+
+	args BodyDecoder
+}
+
+// Decoder returns a decoder positioned at the start of the arguments. The
+// server inspects its error when the handler returns.
+func (c *Call) Decoder() *BodyDecoder { return &c.args }
+
+// DefaultAuth is the authenticator a Server uses unless ServerOptions.Auth
+// says otherwise. It accepts AUTH_NONE and well-formed AUTH_SYS credentials
+// (setting c.AuthSys) with an AUTH_NONE verifier, and answers the reply with
+// an AUTH_NONE verifier. It refuses a malformed AUTH_SYS credential with
+// AUTH_BADCRED, another verifier flavor with AUTH_BADVERF, and any other
+// credential flavor with AUTH_REJECTEDCRED, as libtirpc does.
+func DefaultAuth(ctx context.Context, c *Call) (OpaqueAuth, error) {
+	switch c.Header.Cred.Flavor {
+	case AuthNone:
+		// RFC 5531 section 10.1 only recommends an empty body.
+	case AuthSys:
+		p, err := ParseAuthSys(c.Header.Cred)
+		if err != nil {
+			return OpaqueAuth{}, AuthBadCred
+		}
+		c.AuthSys = &p
+	default:
+		return OpaqueAuth{}, AuthRejectedCred
+	}
+	if c.Header.Verf.Flavor != AuthNone {
+		return OpaqueAuth{}, AuthBadVerf
+	}
+	return OpaqueAuth{}, nil
+}
+
+// RequireAuthSys returns a Handler that refuses calls without an AUTH_SYS
+// credential with AUTH_TOOWEAK and passes the others to h.
+func RequireAuthSys(h Handler) Handler {
+	return func(ctx context.Context, c *Call) (Body, error) {
+		if c.Header.Cred.Flavor != AuthSys {
+			return Body{}, AuthTooWeak
+		}
+		return h(ctx, c)
+	}
+}
+
+// ServerOptions configures a Server. The zero value selects the defaults.
+type ServerOptions struct {
+	// Auth checks each call's credential and verifier before dispatch and
+	// returns the verifier for the reply, or an error to deny the call: an
+	// AuthStat selects the auth_stat, any other error AUTH_FAILED. It may
+	// set c.AuthSys or c.AuthInfo. It runs concurrently. nil selects
+	// DefaultAuth.
+	Auth func(ctx context.Context, c *Call) (verf OpaqueAuth, err error)
+	// MaxInFlight bounds the calls running at once per transport; 0
+	// selects DefaultMaxInFlight.
+	MaxInFlight int
+	// Stream configures the transports of connections ServeListener
+	// accepts; nil selects the defaults.
+	Stream *StreamOptions
+	// Logger receives the server's events (handler failures and panics,
+	// undeliverable replies) at Debug to Error level; nil discards them.
+	Logger *slog.Logger
+}
+
+// ServerStats counts a Server's answers and the messages it dropped.
+type ServerStats struct {
+	Calls        uint64 // calls run by a handler (including the built-in NULL procedures)
+	Dropped      uint64 // messages that were not calls, or too malformed to answer
+	RPCMismatch  uint64 // calls denied with RPC_MISMATCH
+	AuthError    uint64 // calls denied with AUTH_ERROR
+	ProgUnavail  uint64 // PROG_UNAVAIL answers
+	ProgMismatch uint64 // PROG_MISMATCH answers
+	ProcUnavail  uint64 // PROC_UNAVAIL answers
+	GarbageArgs  uint64 // GARBAGE_ARGS answers
+	SystemErr    uint64 // SYSTEM_ERR answers
+	Panics       uint64 // handler panics (also counted in SystemErr)
+	SendErrors   uint64 // replies the transport failed to send
+}
+
+type serverCounters struct {
+	calls, dropped, rpcMismatch, authError, progUnavail, progMismatch,
+	procUnavail, garbageArgs, systemErr, panics, sendErrors atomic.Uint64
+}
+
+// progVers keys the handler table.
+type progVers struct{ prog, vers uint32 }
+
+// Server dispatches calls to handlers registered by program, version and
+// procedure. Create it with NewServer, register handlers with Handle, then
+// serve transports with Serve or TCP connections with ServeListener. Its
+// methods are safe for concurrent use.
+type Server struct {
+	auth        func(context.Context, *Call) (OpaqueAuth, error)
+	maxInFlight int
+	stream      *StreamOptions
+	log         *slog.Logger
+
+	hmu      sync.RWMutex
+	handlers map[progVers]map[uint32]Handler
+	ranges   map[uint32][2]uint32 // prog -> lowest and highest registered version
+
+	mu        sync.Mutex
+	closing   bool
+	conns     map[*serverConn]struct{}
+	listeners map[net.Listener]struct{}
+	idle      chan struct{} // closed when closing and nothing is served any more
+
+	work  sync.Pool // *callWork
+	stats serverCounters
+}
+
+// NewServer returns a Server with no handlers. o may be nil.
+func NewServer(o *ServerOptions) *Server {
+	var opts ServerOptions
+	if o != nil {
+		opts = *o
+	}
+	s := &Server{
+		auth:        opts.Auth,
+		maxInFlight: opts.MaxInFlight,
+		stream:      opts.Stream,
+		log:         opts.Logger,
+		handlers:    make(map[progVers]map[uint32]Handler),
+		ranges:      make(map[uint32][2]uint32),
+		conns:       make(map[*serverConn]struct{}),
+		listeners:   make(map[net.Listener]struct{}),
+		idle:        make(chan struct{}),
+	}
+	if s.auth == nil {
+		s.auth = DefaultAuth
+	}
+	if s.maxInFlight <= 0 {
+		s.maxInFlight = DefaultMaxInFlight
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.work.New = func() any { return new(callWork) }
+	return s
+}
+
+// Handle registers h for procedure proc of version vers of program prog,
+// replacing any handler registered for it. Procedure 0 (NULL) of every
+// registered version answers with empty results unless a handler is
+// registered for it. Handle may be called while serving. It panics if h is
+// nil.
+func (s *Server) Handle(prog, vers, proc uint32, h Handler) {
+	if h == nil {
+		panic("rpc: nil handler")
+	}
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	k := progVers{prog, vers}
+	if s.handlers[k] == nil {
+		s.handlers[k] = make(map[uint32]Handler)
+	}
+	s.handlers[k][proc] = h
+	r, ok := s.ranges[prog]
+	if !ok {
+		r = [2]uint32{vers, vers}
+	}
+	s.ranges[prog] = [2]uint32{min(r[0], vers), max(r[1], vers)}
+}
+
+// lookup finds the handler of a call, or the accept_stat (and version
+// range) to answer when there is none.
+func (s *Server) lookup(h *CallHeader) (Handler, AcceptStat, uint32, uint32) {
+	s.hmu.RLock()
+	defer s.hmu.RUnlock()
+	r, ok := s.ranges[h.Prog]
+	if !ok {
+		return nil, ProgUnavail, 0, 0
+	}
+	procs, ok := s.handlers[progVers{h.Prog, h.Vers}]
+	if !ok {
+		return nil, ProgMismatch, r[0], r[1]
+	}
+	if hd, ok := procs[h.Proc]; ok {
+		return hd, Success, 0, 0
+	}
+	if h.Proc == 0 {
+		return nullProc, Success, 0, 0
+	}
+	return nil, ProcUnavail, 0, 0
+}
+
+func nullProc(context.Context, *Call) (Body, error) { return Body{}, nil }
+
+// serverConn is the state of one served transport.
+type serverConn struct {
+	t      Transport
+	sem    chan struct{} // one slot per call in flight
+	ctx    context.Context
+	cancel context.CancelFunc // cancels the handlers' ctx
+
+	mu       sync.Mutex
+	inFlight int
+	closing  bool // Shutdown began: close t once inFlight drops to 0
+}
+
+// begin accounts for a new call and reports whether it may run.
+func (sc *serverConn) begin() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.closing {
+		return false
+	}
+	sc.inFlight++
+	return true
+}
+
+// end accounts for a finished call.
+func (sc *serverConn) end() {
+	sc.mu.Lock()
+	sc.inFlight--
+	idle := sc.closing && sc.inFlight == 0
+	sc.mu.Unlock()
+	if idle {
+		sc.t.Close()
+	}
+}
+
+// closeWhenIdle makes sc close its transport once no call is in flight.
+func (sc *serverConn) closeWhenIdle() {
+	sc.mu.Lock()
+	sc.closing = true
+	idle := sc.inFlight == 0
+	sc.mu.Unlock()
+	if idle {
+		sc.t.Close()
+	}
+}
+
+// Serve answers the calls arriving on t until t fails or the server shuts
+// down, then closes t, waits for the calls in progress to finish, and
+// returns: ErrServerClosed after Shutdown or Close, t's Recv error
+// otherwise (a *ConnError for the transports of this package). The Server
+// owns t from the call on.
+func (s *Server) Serve(t Transport) error {
+	sc := s.addConn(t)
+	if sc == nil {
+		t.Close()
+		return ErrServerClosed
+	}
+	return s.serveConn(sc)
+}
+
+// addConn registers a transport to serve, or returns nil when shutting down.
+func (s *Server) addConn(t Transport) *serverConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil
+	}
+	sc := &serverConn{t: t, sem: make(chan struct{}, s.maxInFlight)}
+	sc.ctx, sc.cancel = context.WithCancel(context.Background())
+	s.conns[sc] = struct{}{}
+	return sc
+}
+
+func (s *Server) serveConn(sc *serverConn) error {
+	ctx := sc.ctx
+	var wg sync.WaitGroup
+	var err error
+	for {
+		m, rerr := sc.t.Recv()
+		if rerr != nil {
+			err = rerr
+			break
+		}
+		select {
+		case sc.sem <- struct{}{}:
+		case <-ctx.Done(): // Close, while MaxInFlight calls run
+		}
+		if ctx.Err() != nil {
+			err = &ConnError{Err: net.ErrClosed}
+			break
+		}
+		if !sc.begin() {
+			<-sc.sem
+			s.stats.dropped.Add(1)
+			continue
+		}
+		wg.Go(func() {
+			s.handle(ctx, sc.t, m)
+			<-sc.sem
+			sc.end()
+		})
+	}
+	sc.cancel()
+	wg.Wait()
+	sc.t.Close()
+
+	s.mu.Lock()
+	delete(s.conns, sc)
+	closing := s.closing
+	s.checkIdle()
+	s.mu.Unlock()
+	if closing {
+		return ErrServerClosed
+	}
+	return err
+}
+
+// checkIdle closes s.idle when shutting down and nothing is served any
+// more. s.mu must be held.
+func (s *Server) checkIdle() {
+	if s.closing && len(s.conns) == 0 && len(s.listeners) == 0 {
+		select {
+		case <-s.idle:
+		default:
+			close(s.idle)
+		}
+	}
+}
+
+// ServeListener accepts connections on l and serves each over a
+// StreamTransport (record marking) until l fails or the server shuts down.
+// It returns ErrServerClosed after Shutdown or Close (which close l), and
+// the Accept error otherwise, leaving l open; connections already accepted
+// go on being served.
+func (s *Server) ServeListener(l net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+
+	var err error
+	for {
+		c, aerr := l.Accept()
+		if aerr != nil {
+			err = aerr
+			break
+		}
+		sc := s.addConn(NewStreamTransport(c, s.stream))
+		if sc == nil {
+			c.Close()
+			continue // l is being closed
+		}
+		go s.serveConn(sc)
+	}
+
+	s.mu.Lock()
+	delete(s.listeners, l)
+	closing := s.closing
+	s.checkIdle()
+	s.mu.Unlock()
+	if closing {
+		return ErrServerClosed
+	}
+	return err
+}
+
+// Shutdown shuts the server down gracefully: it closes the listeners, lets
+// the calls in progress finish and send their replies, closes each
+// transport as soon as it has none, and waits until every Serve and
+// ServeListener has returned. Calls that arrive meanwhile are dropped. If
+// ctx ends first, it closes every transport at once (their handlers' ctx is
+// cancelled; Serve still waits for them) and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	for _, sc := range s.beginClose() {
+		sc.closeWhenIdle()
+	}
+	select {
+	case <-s.idle:
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
+}
+
+// Close closes the listeners and every transport at once, and cancels the
+// ctx of the calls in progress, without waiting for them (they cannot send
+// their replies). Later Serve and ServeListener calls return
+// ErrServerClosed.
+func (s *Server) Close() error {
+	for _, sc := range s.beginClose() {
+		sc.cancel()
+		sc.t.Close()
+	}
+	return nil
+}
+
+// beginClose marks the server closing, closes the listeners and returns
+// the transports being served.
+func (s *Server) beginClose() []*serverConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	s.checkIdle()
+	conns := make([]*serverConn, 0, len(s.conns))
+	for sc := range s.conns {
+		conns = append(conns, sc)
+	}
+	return conns
+}
+
+// Stats returns a snapshot of the server's counters.
+func (s *Server) Stats() ServerStats {
+	c := &s.stats
+	return ServerStats{
+		Calls:        c.calls.Load(),
+		Dropped:      c.dropped.Load(),
+		RPCMismatch:  c.rpcMismatch.Load(),
+		AuthError:    c.authError.Load(),
+		ProgUnavail:  c.progUnavail.Load(),
+		ProgMismatch: c.progMismatch.Load(),
+		ProcUnavail:  c.procUnavail.Load(),
+		GarbageArgs:  c.garbageArgs.Load(),
+		SystemErr:    c.systemErr.Load(),
+		Panics:       c.panics.Load(),
+		SendErrors:   c.sendErrors.Load(),
+	}
+}
+
+// callWork is the per-call memory, recycled through Server.work so that a
+// call allocates little beyond what its handler does.
+type callWork struct {
+	call  Call
+	reply ReplyHeader
+	buf   []byte
+	items []DDPItem
+	msg   Msg
+}
+
+// maxPooledBuf bounds the reply buffers kept for reuse, so that one large
+// reply does not pin its memory.
+const maxPooledBuf = 64 << 10
+
+// handle answers one message.
+func (s *Server) handle(ctx context.Context, t Transport, m *Msg) {
+	w := s.work.Get().(*callWork)
+	defer s.putWork(w)
+	c := &w.call
+	h := &c.Header
+	rh := &w.reply
+	d := xdr.NewDecoder(m.XDR)
+
+	if !h.decodeFixed(&d) {
+		if errors.Is(d.Err(), ErrRPCVersion) {
+			s.stats.rpcMismatch.Add(1)
+			*rh = ReplyHeader{XID: h.XID, Stat: MsgDenied, RejectStat: RPCMismatch, Low: RPCVersion, High: RPCVersion}
+			s.send(ctx, t, w, Body{})
+			return
+		}
+		s.stats.dropped.Add(1)
+		return
+	}
+	if h.Cred.Decode(&d) != nil {
+		s.deny(ctx, t, w, AuthBadCred)
+		return
+	}
+	if h.Verf.Decode(&d) != nil {
+		s.deny(ctx, t, w, AuthBadVerf)
+		return
+	}
+	args, err := m.tail(d.Offset())
+	if err != nil {
+		s.accept(ctx, t, w, OpaqueAuth{}, GarbageArgs, Body{})
+		return
+	}
+	c.Args = args
+	c.args.Reset(args)
+
+	verf, err := s.auth(ctx, c)
+	if err != nil {
+		stat, ok := errors.AsType[AuthStat](err)
+		if !ok || stat == AuthOK {
+			stat = AuthFailed
+		}
+		s.deny(ctx, t, w, stat)
+		return
+	}
+
+	hd, stat, low, high := s.lookup(h)
+	if hd == nil {
+		rh.Low, rh.High = low, high
+		s.accept(ctx, t, w, verf, stat, Body{})
+		return
+	}
+	s.stats.calls.Add(1)
+	res, err := s.run(ctx, hd, c)
+	if c.args.Err() != nil && !errors.Is(err, errPanic) {
+		err = ErrGarbageArgs
+	}
+	if err == nil {
+		if err = res.Validate(); err == nil {
+			s.accept(ctx, t, w, verf, Success, res)
+			return
+		}
+	}
+	if errors.Is(err, ErrGarbageArgs) {
+		s.accept(ctx, t, w, verf, GarbageArgs, Body{})
+		return
+	}
+	if stat, ok := errors.AsType[AuthStat](err); ok && stat != AuthOK {
+		s.deny(ctx, t, w, stat)
+		return
+	}
+	if ae, ok := errors.AsType[*AcceptError](err); ok && ae.Stat != Success {
+		rh.Low, rh.High = ae.Low, ae.High
+		s.accept(ctx, t, w, verf, ae.Stat, Body{})
+		return
+	}
+	if !errors.Is(err, errPanic) {
+		s.log.LogAttrs(ctx, slog.LevelDebug, "rpc: handler failed", slog.Any("call", h), slog.Any("err", err))
+	}
+	s.accept(ctx, t, w, verf, SystemErr, Body{})
+}
+
+// errPanic marks a handler that panicked.
+var errPanic = errors.New("rpc: handler panicked")
+
+// run calls the handler, turning a panic into errPanic.
+func (s *Server) run(ctx context.Context, hd Handler, c *Call) (res Body, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.stats.panics.Add(1)
+			s.log.LogAttrs(ctx, slog.LevelError, "rpc: handler panicked",
+				slog.Any("call", &c.Header), slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+			res, err = Body{}, errPanic
+		}
+	}()
+	return hd(ctx, c)
+}
+
+// deny answers MSG_DENIED AUTH_ERROR.
+func (s *Server) deny(ctx context.Context, t Transport, w *callWork, stat AuthStat) {
+	s.stats.authError.Add(1)
+	w.reply = ReplyHeader{XID: w.call.Header.XID, Stat: MsgDenied, RejectStat: AuthError, AuthStat: stat}
+	s.send(ctx, t, w, Body{})
+}
+
+// accept answers MSG_ACCEPTED with stat; w.reply.Low and High must hold the
+// version range for PROG_MISMATCH.
+func (s *Server) accept(ctx context.Context, t Transport, w *callWork, verf OpaqueAuth, stat AcceptStat, res Body) {
+	switch stat {
+	case ProgUnavail:
+		s.stats.progUnavail.Add(1)
+	case ProgMismatch:
+		s.stats.progMismatch.Add(1)
+	case ProcUnavail:
+		s.stats.procUnavail.Add(1)
+	case GarbageArgs:
+		s.stats.garbageArgs.Add(1)
+	case SystemErr:
+		s.stats.systemErr.Add(1)
+	}
+	rh := &w.reply
+	low, high := rh.Low, rh.High
+	*rh = ReplyHeader{XID: w.call.Header.XID, Stat: MsgAccepted, Verf: verf, AcceptStat: stat}
+	if stat == ProgMismatch {
+		rh.Low, rh.High = low, high
+	}
+	s.send(ctx, t, w, res)
+}
+
+// send encodes w.reply followed by res into w's buffers and sends it.
+func (s *Server) send(ctx context.Context, t Transport, w *callWork, res Body) {
+	hlen := w.reply.EncodedLen()
+	buf := slices.Grow(w.buf[:0], hlen+len(res.XDR))
+	buf = w.reply.Append(buf)
+	buf = append(buf, res.XDR...)
+	items := w.items[:0]
+	for _, it := range res.Items {
+		items = append(items, DDPItem{Offset: it.Offset + hlen, Data: it.Data})
+	}
+	w.buf, w.items = buf, items
+	w.msg = Msg{Body: Body{XDR: buf, Items: items}}
+	if err := t.Send(ctx, &w.msg); err != nil {
+		s.stats.sendErrors.Add(1)
+		s.log.LogAttrs(ctx, slog.LevelDebug, "rpc: reply not sent", slog.Any("reply", &w.reply), slog.Any("err", err))
+	}
+}
+
+// putWork recycles w, dropping references to the call's and handler's
+// memory and buffers too large to keep.
+func (s *Server) putWork(w *callWork) {
+	clear(w.items[:cap(w.items)])
+	if cap(w.buf) > maxPooledBuf {
+		w.buf = nil
+	}
+	if cap(w.items) > 64 {
+		w.items = nil
+	}
+	*w = callWork{buf: w.buf[:0], items: w.items[:0]}
+	s.work.Put(w)
+}

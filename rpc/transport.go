@@ -1,0 +1,50 @@
+package rpc
+
+import "context"
+
+// Msg is one RPC message crossing a Transport: a call or a reply, starting
+// with its xid.
+type Msg struct {
+	Body
+	// For calls only, read by transports that can place results directly
+	// (RPC-over-RDMA write chunks); others ignore them:
+	ResultBufs [][]byte // caller memory for the reply's DDP-eligible items, in result order
+	MaxReply   int      // the largest reply the caller expects, in bytes (0: unknown); decides an RDMA reply chunk
+}
+
+// Transport carries whole RPC messages between two peers. The record-marking
+// StreamTransport (TCP) and the RPC-over-RDMA transport implement it, so
+// Client and Server run unchanged over either.
+//
+// Memory. Send reads m and its memory but does not keep them after it
+// returns, with one exception: a transport that lets the peer fetch a call's
+// data itself (RDMA Read chunks) or place results into ResultBufs uses that
+// memory until the reply to the call is received or the call is cancelled
+// (see CallCanceler); the Client keeps a call's memory untouched that long.
+// A Msg returned by Recv, with all its memory, belongs to the caller.
+type Transport interface {
+	// Send transmits one whole message. Safe for concurrent use. Returns an error wrapping net.ErrClosed after Close or a connection failure.
+	Send(ctx context.Context, m *Msg) error
+	// Recv returns the next whole message. Called by one goroutine at a time. The Msg and its memory belong to the caller.
+	Recv() (*Msg, error)
+	// Close closes the transport and makes a Recv in progress return. It
+	// is safe to call more than once and concurrently with Send and Recv.
+	Close() error
+}
+
+// CallCanceler is implemented by transports that hold resources for a call
+// until its reply arrives, such as RPC-over-RDMA memory registrations for
+// its chunks. The Client calls CancelCall when it abandons a call it sent
+// successfully, because the caller's context is done, so that the transport
+// can release (invalidate) them before the memory returns to the caller. It
+// is not called for calls that complete with a reply or fail with the
+// connection.
+//
+// CancelCall may be called from any goroutine, concurrently with Send and
+// Recv, and for an xid whose reply is already in flight or unknown to the
+// transport. When it returns, the transport no longer reads or writes the
+// call's memory (Body items and ResultBufs), so it may wait for an
+// invalidation to complete, but no longer than that.
+type CallCanceler interface {
+	CancelCall(xid uint32)
+}
