@@ -36,9 +36,19 @@ type Body struct {
 
 // DDPItem is one DDP-eligible data item held apart from a Body's XDR stream.
 type DDPItem struct {
-	Offset int    // offset in XDR where the item's data belongs (just after its length word)
+	Offset int    // offset in XDR where the item's data belongs (just after its length word), or Unplaced
 	Data   []byte // the item's data, without pad
 }
+
+// Unplaced is the Offset of an item whose place in the XDR stream the
+// transport does not know: a result an RPC-over-RDMA responder wrote into
+// a write chunk, where only the upper layer knows which opaque it is (RFC
+// 8166 section 3.5.4: write chunks are filled by the reply's DDP-eligible
+// results in order). Unplaced items follow every placed one; each belongs
+// to the next DDP-eligible opaque the decoder reaches (DDPOpaque) after
+// the placed items are used. A Body with Unplaced items can be decoded but
+// not flattened (AppendFlat, Len).
+const Unplaced = -1
 
 // Len returns the length of the flattened stream: XDR plus every item's
 // data rounded up to a multiple of four.
@@ -71,9 +81,15 @@ func (b *Body) AppendFlat(dst []byte) []byte {
 // nil or an error wrapping ErrDDPItem.
 func (b *Body) Validate() error {
 	prev := 0
+	unplaced := false
 	for i, it := range b.Items {
 		var why string
 		switch {
+		case it.Offset == Unplaced:
+			unplaced = true
+			continue
+		case unplaced:
+			why = "placed after an unplaced item"
 		case it.Offset%xdr.UnitSize != 0:
 			why = "not 4-aligned"
 		case it.Offset-4 < prev || it.Offset > len(b.XDR):
@@ -115,6 +131,9 @@ func (b *Body) AppendDDPOpaque(data []byte) {
 // fails with ErrDDPItem if an item lies before the tail's first length word.
 func (b *Body) tail(off int) (Body, error) {
 	for i := range b.Items {
+		if b.Items[i].Offset == Unplaced {
+			continue
+		}
 		if b.Items[i].Offset < off+4 {
 			return Body{}, itemError(i, b.Items[i].Offset, "inside the RPC header")
 		}
@@ -158,7 +177,7 @@ func (d *BodyDecoder) DDPOpaque(max int) []byte {
 	if d.Err() != nil {
 		return nil
 	}
-	if d.next < len(d.items) && d.items[d.next].Offset == d.Offset()+4 {
+	if d.next < len(d.items) && (d.items[d.next].Offset == d.Offset()+4 || d.items[d.next].Offset == Unplaced) {
 		it := d.items[d.next]
 		if !d.Need(4) {
 			return nil
@@ -177,7 +196,7 @@ func (d *BodyDecoder) DDPOpaque(max int) []byte {
 		return it.Data
 	}
 	p := d.Opaque(max)
-	if d.next < len(d.items) && d.items[d.next].Offset < d.Offset() {
+	if d.next < len(d.items) && d.items[d.next].Offset != Unplaced && d.items[d.next].Offset < d.Offset() {
 		d.Fail(ErrDDPItem)
 		return nil
 	}

@@ -220,3 +220,40 @@ func TestBodyRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyUnplaced decodes results whose places the transport did not know
+// (RPC-over-RDMA write chunks): each goes to the next DDP-eligible opaque.
+func TestBodyUnplaced(t *testing.T) {
+	var b Body
+	b.XDR = xdr.AppendUint32(b.XDR, 7)
+	b.XDR = xdr.AppendUint32(b.XDR, 5) // length word of a result placed apart
+	b.XDR = xdr.AppendUint32(b.XDR, 9)
+	b.XDR = xdr.AppendOpaque(b.XDR, []byte("xy")) // a later DDP-eligible result sent inline
+	hello := []byte("hello")
+	b.Items = []DDPItem{{Offset: Unplaced, Data: hello}}
+	if err := b.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d := NewBodyDecoder(b)
+	d.Uint32()
+	p := d.DDPOpaque(16)
+	d.Uint32()
+	xy := d.DDPOpaque(16)
+	if err := d.Done(); err != nil || &p[0] != &hello[0] || string(xy) != "xy" {
+		t.Fatalf("decoded %q %q, %v", p, xy, err)
+	}
+
+	// The length word must agree with the placed data.
+	b.Items[0].Data = []byte("hell")
+	d = NewBodyDecoder(b)
+	d.Uint32()
+	if d.DDPOpaque(16); !errors.Is(d.Err(), ErrDDPItem) {
+		t.Fatalf("mismatched length: %v", d.Err())
+	}
+
+	// Placed items come first.
+	bad := Body{XDR: b.XDR, Items: []DDPItem{{Offset: Unplaced, Data: hello}, {Offset: 8, Data: hello}}}
+	if err := bad.Validate(); !errors.Is(err, ErrDDPItem) {
+		t.Fatalf("placed after unplaced: %v", err)
+	}
+}

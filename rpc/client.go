@@ -227,6 +227,19 @@ func (c *Client) readLoop() {
 	defer close(c.readerDone)
 	for {
 		m, err := c.t.Recv()
+		if ce, ok := errors.AsType[*CallError](err); ok {
+			// The transport failed one call; the connection carries on.
+			c.mu.Lock()
+			pc := c.pending[ce.XID]
+			delete(c.pending, ce.XID)
+			c.mu.Unlock()
+			if pc == nil {
+				c.stats.unknownXID.Add(1)
+				continue
+			}
+			pc.done <- callResult{err: ce.Err}
+			continue
+		}
 		if err != nil {
 			c.fail(connError(err))
 			return

@@ -970,3 +970,62 @@ func TestXIDSkipsPending(t *testing.T) {
 		t.Errorf("nextXID = %d, want 43 (42 is pending)", got)
 	}
 }
+
+// callErrTransport answers every call with a CallError, as an RPC-over-RDMA
+// transport does when the responder returns RDMA_ERROR.
+type callErrTransport struct {
+	xids   chan uint32
+	closed chan struct{}
+	once   sync.Once
+}
+
+var errTransportRefused = errors.New("refused by the transport")
+
+func (t *callErrTransport) Send(ctx context.Context, m *Msg) error {
+	xid, _, _ := PeekHeader(m.XDR)
+	t.xids <- xid
+	return nil
+}
+
+func (t *callErrTransport) Recv() (*Msg, error) {
+	select {
+	case xid := <-t.xids:
+		return nil, &CallError{XID: xid, Err: errTransportRefused}
+	case <-t.closed:
+		return nil, &ConnError{Err: net.ErrClosed}
+	}
+}
+
+func (t *callErrTransport) Close() error {
+	t.once.Do(func() { close(t.closed) })
+	return nil
+}
+
+func TestTransportCallError(t *testing.T) {
+	checkLeaks(t)
+	tr := &callErrTransport{xids: make(chan uint32, 4), closed: make(chan struct{})}
+	cli := NewClient(tr)
+	defer cli.Close()
+	ctx := ctxTimeout(t, 5*time.Second)
+	for i := 0; i < 3; i++ {
+		_, err := cli.Call(ctx, &Request{Prog: 1, Vers: 1})
+		if !errors.Is(err, errTransportRefused) {
+			t.Fatalf("call %d: %v, want the transport's per-call error", i, err)
+		}
+		if errors.Is(err, net.ErrClosed) {
+			t.Fatalf("per-call error looks like a connection error: %v", err)
+		}
+	}
+	// An unknown xid is counted and dropped.
+	tr.xids <- 12345
+	deadline := time.Now().Add(5 * time.Second)
+	for cli.Stats().UnknownXID == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if cli.Stats().UnknownXID != 1 {
+		t.Fatalf("stats %+v", cli.Stats())
+	}
+	if e := (&CallError{XID: 1, Err: errTransportRefused}); e.Error() != errTransportRefused.Error() {
+		t.Fatal(e.Error())
+	}
+}

@@ -9,7 +9,11 @@ type Msg struct {
 	// For calls only, read by transports that can place results directly
 	// (RPC-over-RDMA write chunks); others ignore them:
 	ResultBufs [][]byte // caller memory for the reply's DDP-eligible items, in result order
-	MaxReply   int      // the largest reply the caller expects, in bytes (0: unknown); decides an RDMA reply chunk
+	// MaxReply is the largest reply the caller expects, in bytes, not
+	// counting DDP-eligible results placed into ResultBufs; 0 means the
+	// reply is known to be small. An RPC-over-RDMA transport offers a
+	// reply chunk when MaxReply may not fit an inline reply.
+	MaxReply int
 }
 
 // Transport carries whole RPC messages between two peers. The record-marking
@@ -25,7 +29,10 @@ type Msg struct {
 type Transport interface {
 	// Send transmits one whole message. Safe for concurrent use. Returns an error wrapping net.ErrClosed after Close or a connection failure.
 	Send(ctx context.Context, m *Msg) error
-	// Recv returns the next whole message. Called by one goroutine at a time. The Msg and its memory belong to the caller.
+	// Recv returns the next whole message. Called by one goroutine at a
+	// time. The Msg and its memory belong to the caller. An error is the
+	// end of the transport, except a *CallError, which fails one call and
+	// leaves the transport usable.
 	Recv() (*Msg, error)
 	// Close closes the transport and makes a Recv in progress return. It
 	// is safe to call more than once and concurrently with Send and Recv.
@@ -48,3 +55,17 @@ type Transport interface {
 type CallCanceler interface {
 	CancelCall(xid uint32)
 }
+
+// CallError is returned by Transport.Recv when the transport failed one
+// call without failing the connection: an RPC-over-RDMA responder answered
+// it with RDMA_ERROR, say, or its reply broke the transport's rules. The
+// Client fails the call XID with Err and keeps receiving.
+type CallError struct {
+	XID uint32
+	Err error
+}
+
+func (e *CallError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *CallError) Unwrap() error { return e.Err }
