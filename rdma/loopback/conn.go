@@ -1,0 +1,412 @@
+package loopback
+
+// A connection's life.
+//
+// Two Conns, the initiator's and the responder's, share a link, whose mutex
+// guards the state of both: queues, completion queues, MR state, faults.
+// Each Conn is in one of three states:
+//
+//	setup  created by ConnRequest.Accept; ConnConfig.Prepare runs. Memory
+//	       calls and posts are allowed; nothing is transmitted yet.
+//	up     established. The Conn's goroutine (run, in tx.go) transmits: it
+//	       executes the send queue in order and serves the RDMA Read
+//	       Requests the peer sent. It waits while the peer is still in setup,
+//	       as TCP would hold bytes until the peer reads them.
+//	dead   the connection ended: by Close (ErrClosed here, ErrDisconnected
+//	       at the peer), by a Terminate (TerminateError on both sides, Remote
+//	       at the side that did not detect the error), or by a link fault
+//	       (ErrConnectionLost on both). Both Conns die together; every
+//	       outstanding work request is flushed into the completion queue and
+//	       both goroutines exit.
+//
+// A work request occupies its queue slot from Post until Poll or Wait has
+// returned its completion, so the completion queue, sized for both queues,
+// never overflows.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+)
+
+type connState uint8
+
+const (
+	stateSetup connState = iota
+	stateUp
+	stateDead
+)
+
+// link is what the two ends of a connection share.
+type link struct {
+	mu   sync.Mutex
+	ends [2]*Conn // initiator, responder
+
+	// After a fault dropped a message, broken is set: nothing more is
+	// delivered, and the side that dropped it ends the link with
+	// ErrConnectionLost once deadline passes. lost is the work request
+	// whose message was lost.
+	broken   bool
+	breaker  *Conn
+	lost     wrRef
+	deadline time.Time
+}
+
+// wrRef names a send-queue work request: the conn and its sequence.
+type wrRef struct {
+	c   *Conn
+	seq uint64
+}
+
+// sendWR is a send-queue slot.
+type sendWR struct {
+	id         uint64
+	op         rdma.Op
+	sgl        []rdma.SGE
+	length     int
+	remoteSTag rdma.STag
+	remoteTO   uint64
+	invalidate rdma.STag
+
+	done   bool
+	status rdma.Status
+	n      int
+}
+
+// recvWR is a receive-queue slot.
+type recvWR struct {
+	id     uint64
+	sgl    []rdma.SGE
+	length int
+}
+
+// readReq is an inbound RDMA Read Request, held until served.
+type readReq struct {
+	seq    uint64 // of the requester's work request
+	stag   rdma.STag
+	to     uint64
+	length int
+}
+
+// Conn is one side of a loopback connection; it implements rdma.Conn.
+type Conn struct {
+	n      *Network
+	l      *link
+	peer   *Conn
+	local  Addr
+	remote Addr
+	peerPD []byte
+	limits rdma.Limits
+
+	done    chan struct{} // closed when the state becomes dead
+	kick    chan struct{} // wakes run; capacity 1
+	cqReady chan struct{} // wakes Wait; capacity 1
+
+	// Guarded by l.mu.
+	state   connState
+	err     error
+	txDone  chan struct{} // closed when run exits; nil until run starts
+	faults  Faults
+	sent    int  // messages transmitted since SetFaults
+	delayed bool // the Delay before the next message has passed
+	sq      ring[sendWR]
+	sqNext  uint64 // sequence of the next work request to execute
+	sqUsed  int    // posted and not yet polled
+	reads   int    // RDMA Reads posted and not yet polled
+	rq      ring[recvWR]
+	rqUsed  int
+	cq      ring[rdma.Completion]
+	irq     ring[readReq]
+	mrs     map[*mr]struct{}
+}
+
+var _ rdma.Conn = (*Conn)(nil)
+
+func newConn(n *Network, l *link, s settings, local, remote Addr, peerPD []byte) *Conn {
+	return &Conn{
+		n:      n,
+		l:      l,
+		local:  local,
+		remote: remote,
+		peerPD: peerPD,
+		limits: rdma.Limits{
+			SendQueueDepth: s.sq,
+			RecvQueueDepth: s.rq,
+			IRD:            s.ird,
+			ORD:            s.ord,
+			MaxSGE:         MaxSGE,
+			MaxMessageSize: MaxMessageSize,
+		},
+		done:    make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		cqReady: make(chan struct{}, 1),
+		sq:      newRing[sendWR](s.sq),
+		rq:      newRing[recvWR](s.rq),
+		cq:      newRing[rdma.Completion](s.sq + s.rq),
+		irq:     newRing[readReq](s.ird),
+		mrs:     make(map[*mr]struct{}),
+	}
+}
+
+// establish moves c from setup to up and starts its goroutine.
+func (c *Conn) establish() {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.state != stateSetup {
+		return
+	}
+	c.state = stateUp
+	c.txDone = make(chan struct{})
+	go c.run()
+	signal(c.peer.kick) // the peer may have been waiting for us
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Conn) LocalAddr() net.Addr       { return c.local }
+func (c *Conn) RemoteAddr() net.Addr      { return c.remote }
+func (c *Conn) PeerPrivateData() []byte   { return c.peerPD }
+func (c *Conn) Limits() rdma.Limits       { return c.limits }
+func (c *Conn) Done() <-chan struct{}     { return c.done }
+func (c *Conn) String() string            { return fmt.Sprintf("loopback conn %s->%s", c.local, c.remote) }
+func (c *Conn) deadErr(what string) error { return fmt.Errorf("loopback: %s: %w", what, c.err) }
+
+// Err returns why the connection ended, or nil.
+func (c *Conn) Err() error {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	return c.err
+}
+
+// PostRecv posts a receive.
+func (c *Conn) PostRecv(id uint64, sgl []rdma.SGE) error {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.state == stateDead {
+		return c.deadErr(fmt.Sprintf("post recv %d", id))
+	}
+	if c.rqUsed == c.limits.RecvQueueDepth {
+		return fmt.Errorf("loopback: post recv %d: %d receives outstanding: %w", id, c.rqUsed, rdma.ErrQueueFull)
+	}
+	n, err := c.checkSGL(sgl, rdma.AccessLocalWrite)
+	if err != nil {
+		return fmt.Errorf("loopback: post recv %d: %v: %w", id, err, rdma.ErrInvalid)
+	}
+	r := c.rq.push()
+	r.id, r.sgl, r.length = id, append(r.sgl[:0], sgl...), n
+	c.rqUsed++
+	return nil
+}
+
+// PostSend posts a send-queue work request.
+func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.state == stateDead {
+		return c.deadErr(fmt.Sprintf("post %v %d", wr.Op, wr.ID))
+	}
+	if !wr.Op.IsSend() && wr.Op != rdma.OpWrite && wr.Op != rdma.OpRead {
+		return fmt.Errorf("loopback: post send %d: op %v: %w", wr.ID, wr.Op, rdma.ErrInvalid)
+	}
+	if c.sqUsed == c.limits.SendQueueDepth {
+		return fmt.Errorf("loopback: post %v %d: %d work requests outstanding: %w", wr.Op, wr.ID, c.sqUsed, rdma.ErrQueueFull)
+	}
+	if ord := c.ord(); wr.Op == rdma.OpRead && c.reads >= ord {
+		return fmt.Errorf("loopback: post %v %d: %d reads outstanding, ORD %d: %w", wr.Op, wr.ID, c.reads, ord, rdma.ErrQueueFull)
+	}
+	var need rdma.Access
+	if wr.Op == rdma.OpRead {
+		need = rdma.AccessLocalWrite
+	}
+	n, err := c.checkSGL(wr.Local, need)
+	if err != nil {
+		return fmt.Errorf("loopback: post %v %d: %v: %w", wr.Op, wr.ID, err, rdma.ErrInvalid)
+	}
+	if n > MaxMessageSize {
+		return fmt.Errorf("loopback: post %v %d: %d bytes, more than %d: %w", wr.Op, wr.ID, n, MaxMessageSize, rdma.ErrInvalid)
+	}
+	w := c.sq.push()
+	*w = sendWR{
+		id:         wr.ID,
+		op:         wr.Op,
+		sgl:        append(w.sgl[:0], wr.Local...),
+		length:     n,
+		remoteSTag: wr.RemoteSTag,
+		remoteTO:   wr.RemoteTO,
+		invalidate: wr.InvalidateSTag,
+	}
+	c.sqUsed++
+	if wr.Op == rdma.OpRead {
+		c.reads++
+	}
+	signal(c.kick)
+	return nil
+}
+
+// ord returns the limit on outstanding Reads, which Faults.ORD may raise.
+func (c *Conn) ord() int {
+	if c.faults.ORD > 0 {
+		return c.faults.ORD
+	}
+	return c.limits.ORD
+}
+
+// Poll returns available completions.
+func (c *Conn) Poll(cs []rdma.Completion) int {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	return c.pollLocked(cs)
+}
+
+func (c *Conn) pollLocked(cs []rdma.Completion) int {
+	n := 0
+	for ; n < len(cs) && c.cq.len() > 0; n++ {
+		cs[n] = *c.cq.front()
+		c.cq.pop()
+		switch cs[n].Op {
+		case rdma.OpRecv:
+			c.rqUsed--
+		case rdma.OpRead:
+			c.reads--
+			c.sqUsed--
+		default:
+			c.sqUsed--
+		}
+	}
+	if c.cq.len() > 0 {
+		signal(c.cqReady) // for another waiter
+	}
+	return n
+}
+
+// Wait blocks until completions are available, ctx is done or the
+// connection has ended and been drained.
+func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
+	if len(cs) == 0 {
+		return 0, fmt.Errorf("loopback: wait: empty completion slice: %w", rdma.ErrInvalid)
+	}
+	for {
+		c.l.mu.Lock()
+		n := c.pollLocked(cs)
+		dead := c.state == stateDead
+		err := c.err
+		c.l.mu.Unlock()
+		switch {
+		case n > 0:
+			return n, nil
+		case dead:
+			return 0, err
+		}
+		select {
+		case <-c.cqReady:
+		case <-c.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// pushCQ adds a completion; the caller holds c.l.mu.
+func (c *Conn) pushCQ(comp rdma.Completion) {
+	*c.cq.push() = comp
+	signal(c.cqReady)
+}
+
+// finish records the outcome of the work request seq and moves every
+// finished work request at the head of the send queue to the completion
+// queue, so completions keep posting order. The caller holds c.l.mu.
+func (c *Conn) finish(seq uint64, st rdma.Status, n int) {
+	w := c.sq.at(seq)
+	w.done, w.status, w.n = true, st, n
+	if st != rdma.StatusSuccess {
+		w.n = 0
+	}
+	c.drainSQ()
+}
+
+// drainSQ moves the finished work requests at the head of the send queue
+// to the completion queue.
+func (c *Conn) drainSQ() {
+	for c.sq.len() > 0 && c.sq.front().done {
+		w := c.sq.front()
+		c.pushCQ(rdma.Completion{ID: w.id, Op: w.op, Status: w.status, Len: w.n})
+		c.sq.pop()
+	}
+}
+
+// completeRecv completes the receive at the head of the receive queue.
+func (c *Conn) completeRecv(comp rdma.Completion) {
+	r := c.rq.front()
+	comp.ID, comp.Op = r.id, rdma.OpRecv
+	if comp.Status != rdma.StatusSuccess {
+		comp.Len = 0
+	}
+	c.rq.pop()
+	c.pushCQ(comp)
+}
+
+// end ends the link: each side gets its error, everything outstanding is
+// flushed, and both goroutines are told to exit. The caller holds l.mu.
+func (l *link) end(errs [2]error) {
+	for i, c := range l.ends {
+		if c.state == stateDead {
+			continue
+		}
+		c.state, c.err = stateDead, errs[i]
+		for seq := c.sq.head; seq < c.sq.tail; seq++ {
+			if w := c.sq.at(seq); !w.done {
+				w.done, w.status, w.n = true, rdma.StatusFlushed, 0
+			}
+		}
+		c.drainSQ()
+		for c.rq.len() > 0 {
+			c.completeRecv(rdma.Completion{Status: rdma.StatusFlushed})
+		}
+		c.irq.clear()
+		close(c.done)
+	}
+}
+
+// endWith ends the link with err at c and peerErr at its peer.
+func (c *Conn) endWith(err, peerErr error) {
+	if c == c.l.ends[0] {
+		c.l.end([2]error{err, peerErr})
+	} else {
+		c.l.end([2]error{peerErr, err})
+	}
+}
+
+// terminate ends the link because c detected te and sent a Terminate. The
+// caller holds l.mu and has completed the work requests te concerns.
+func (c *Conn) terminate(te rdma.TerminateError) {
+	te.Remote = false
+	recv := te
+	recv.Remote = true
+	c.endWith(te, recv)
+}
+
+// Close ends the connection and releases its MRs.
+func (c *Conn) Close() error {
+	c.l.mu.Lock()
+	c.endWith(rdma.ErrClosed, rdma.ErrDisconnected)
+	for m := range c.mrs {
+		c.releaseLocked(m)
+	}
+	wait := [2]chan struct{}{c.txDone, c.peer.txDone}
+	c.l.mu.Unlock()
+	for _, ch := range wait {
+		if ch != nil {
+			<-ch
+		}
+	}
+	return nil
+}
