@@ -1,0 +1,174 @@
+package rpcrdma
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
+)
+
+// Defaults. Inline sizes follow what Linux sends in its RFC 8797 private
+// data (4096 each way; lab README "Protocol facts learned").
+const (
+	// DefaultInlineSize is the Send and Receive size this side offers in
+	// its private data, and the size of its receive buffers.
+	DefaultInlineSize = 4096
+	// DefaultDDPThreshold: a DDP-eligible item shorter than this travels
+	// inline; at or above it, in a chunk. Registration and an RDMA
+	// round trip cost more than copying a small item (Linux's client uses
+	// its inline threshold the same way, rpcrdma_args_inline).
+	DefaultDDPThreshold = 1024
+	// DefaultRequestCredits is what a requester asks for, as Linux's
+	// client does (rdma_slot_table_entries).
+	DefaultRequestCredits = 128
+	// DefaultDoneTimeout bounds how long a responder keeps a read-chunk
+	// reply registered while waiting for RDMA_DONE.
+	DefaultDoneTimeout = 10 * time.Second
+)
+
+// Config configures one side of an RPC-over-RDMA connection. The zero value
+// gives every documented default. A Config is read when a connection is
+// created and must not change afterwards.
+type Config struct {
+	// Versions are the RPC-over-RDMA versions this side speaks. A
+	// requester sends its first call in the highest and falls back to
+	// Version One when the responder answers ERR_VERS (seed 000 section
+	// 5); a responder serves all of them and answers in the requester's
+	// version. Default: Version One only for a requester, One and Two for
+	// a responder.
+	Versions []wire.Version
+
+	// InlineSend and InlineRecv are this side's largest Send and its
+	// receive buffer size, offered in RFC 8797 private data. 1 KiB to
+	// 256 KiB; default DefaultInlineSize. The size used for each direction
+	// is the smaller of the sender's send size and the receiver's receive
+	// size; a peer that sends no private data is assumed to take 1024
+	// (Version One, RFC 8166 section 3.3.2) or 4096 (Version Two, seed 000
+	// section 2.3).
+	InlineSend int
+	InlineRecv int
+
+	// Credits is, for a requester, the credits it asks for and the most
+	// calls it will have outstanding (it clamps larger grants to this);
+	// default DefaultRequestCredits. A responder uses Grant instead.
+	Credits uint32
+
+	// Grant decides what a responder grants; the zero value grants
+	// DefaultCredits.
+	Grant GrantPolicy
+
+	// DDPThreshold is the smallest DDP-eligible argument a requester moves
+	// by RDMA instead of inline. Default DefaultDDPThreshold; negative
+	// moves every DDP-eligible item by RDMA.
+	DDPThreshold int
+
+	// NoRemoteInvalidation, on a requester, stops it advertising that it
+	// accepts Send With Invalidate; on a responder, stops it sending them.
+	// By default both are allowed (RFC 8797 flag 0x01).
+	NoRemoteInvalidation bool
+
+	// MSGP makes a responder honour RDMA_MSGP (seed 002 section 3.9,
+	// seed 004 section 3.5). Off by default: like RFC 8166 peers, the
+	// responder answers it with ERR_CHUNK.
+	MSGP bool
+
+	// Limits bounds what a peer's transport headers may contain; zero
+	// fields take wire's defaults. MaxHeaderSize is always set from the
+	// negotiated inline size.
+	Limits wire.Limits
+
+	// Logger receives connection-level events; nil discards them.
+	Logger *slog.Logger
+
+	// RDMA is passed to the provider for the connection's queue pair
+	// (depths, IRD/ORD). PrivateData and Prepare are set by this package
+	// and ignored here.
+	RDMA rdma.ConnConfig
+}
+
+func (c *Config) inlineSend() int { return clampInline(c.InlineSend) }
+func (c *Config) inlineRecv() int { return clampInline(c.InlineRecv) }
+
+func clampInline(n int) int {
+	switch {
+	case n == 0:
+		return DefaultInlineSize
+	case n < wire.MinInlineSize:
+		return wire.MinInlineSize
+	case n > wire.MaxInlineSize:
+		return wire.MaxInlineSize
+	}
+	return n
+}
+
+func (c *Config) credits() uint32 {
+	if c.Credits == 0 {
+		return DefaultRequestCredits
+	}
+	return c.Credits
+}
+
+func (c *Config) ddpThreshold() int {
+	if c.DDPThreshold == 0 {
+		return DefaultDDPThreshold
+	}
+	return max(c.DDPThreshold, 0)
+}
+
+func (c *Config) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Logger
+}
+
+// versions returns the configured versions, or def.
+func (c *Config) versions(def ...wire.Version) []wire.Version {
+	if len(c.Versions) == 0 {
+		return def
+	}
+	return c.Versions
+}
+
+// privateData returns this side's RFC 8797 private data.
+func (c *Config) privateData() wire.PrivateData {
+	return wire.PrivateData{
+		RemoteInvalidation: !c.NoRemoteInvalidation,
+		SendSize:           c.inlineSend(),
+		ReceiveSize:        c.inlineRecv(),
+	}
+}
+
+// negotiated is what the two sides' private data settle.
+type negotiated struct {
+	peerPD     bool // the peer sent RFC 8797 private data
+	sendLimit  int  // largest Send this side may post (transport header included)
+	replyLimit int  // largest reply the peer may send this side
+	recvLimit  int  // largest Send the peer may post to this side
+	// peerInvalidates: the peer accepts Send With Invalidate (it set the
+	// flag); only meaningful on a responder.
+	peerInvalidates bool
+}
+
+// negotiate combines this side's configuration with the peer's private
+// data (absent if it carried none, seed 003 section 4.1) for version v.
+func negotiate(c *Config, peer []byte, v wire.Version) negotiated {
+	var pd wire.PrivateData
+	ok := pd.Decode(peer)
+	n := negotiated{peerPD: ok}
+	if !ok {
+		def := wire.MinInlineSize
+		if v == wire.Version2 {
+			def = 4096
+		}
+		pd = wire.PrivateData{SendSize: def, ReceiveSize: def}
+	}
+	n.sendLimit = min(c.inlineSend(), pd.ReceiveSize)
+	n.replyLimit = min(c.inlineRecv(), pd.SendSize)
+	// Receive buffers are InlineRecv bytes whatever the peer says: a Send
+	// longer than that ends the connection (RDMA has no partial receive).
+	n.recvLimit = c.inlineRecv()
+	n.peerInvalidates = ok && pd.RemoteInvalidation
+	return n
+}

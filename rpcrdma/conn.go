@@ -1,0 +1,508 @@
+package rpcrdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
+)
+
+// A Conn is one RPC-over-RDMA connection over an rdma.Conn, in one role:
+// requester (Dial) or responder (Accept). It implements rpc.Transport, so an
+// rpc.Client runs over a requester Conn and an rpc.Server over a responder
+// Conn exactly as they run over TCP.
+//
+// Goroutines. One goroutine per Conn (the loop) owns the completion queue:
+// it decodes every received message, reposts its receive buffer, and
+// completes send-queue work. It never blocks on the send queue; everything
+// that posts sends (calls, replies, RDMA Reads of a call's chunks, error
+// replies) runs on the goroutine of Send or Recv, or on a short-lived
+// goroutine for the rare RDMA_ERROR. Mutexes guard only the small tables
+// below.
+//
+// Buffers. Receives land in one provider-allocated region of equal slots,
+// one per posted receive; each Send is built in a slot of a second region.
+// Chunks register the caller's memory directly (rdma.Conn.Register), so
+// DDP-eligible data is never copied: arguments are read from the caller's
+// buffers by the responder, results are written into the caller's
+// ResultBufs.
+type Conn struct {
+	cfg  Config
+	rc   rdma.Conn
+	log  *slog.Logger
+	lim  wire.Limits
+	peer []byte // peer's private data
+
+	responder bool
+	versions  []wire.Version // supported, ascending
+
+	// negV[v] is what the private data settle for version v, fixed at
+	// connect time before the loop starts.
+	negV [3]negotiated
+
+	recvMR    rdma.MR
+	recvSlots int
+	recvSize  int
+
+	sendMR    rdma.MR
+	sendSize  int
+	sendFree  chan int      // free slots of sendMR
+	sqSlots   chan struct{} // one token per free send-queue entry
+	readSlots chan struct{} // one token per RDMA Read we may have outstanding (ORD)
+
+	opsMu sync.Mutex
+	ops   map[uint64]func(rdma.Completion) // send-queue work in flight, by ID
+	opID  atomic.Uint64
+
+	incoming chan inbound // messages for Recv, filled by the loop
+
+	closeOnce sync.Once
+	done      chan struct{} // closed when the connection ends
+	loopDone  chan struct{}
+	errMu     sync.Mutex
+	err       error
+
+	stats Stats
+
+	req  *requester // nil on a responder
+	resp *responder // nil on a requester
+}
+
+// inbound is one received message handed from the loop to Recv.
+type inbound struct {
+	hdr     wire.Header
+	payload []byte   // copied out of the receive buffer
+	writes  [][]byte // requester: the call's write-chunk buffers
+	err     error    // requester: a per-call failure
+}
+
+// Stats are a connection's counters. Read them with Conn.Stats.
+type Stats struct {
+	CallsSent       atomic.Uint64
+	RepliesReceived atomic.Uint64
+	CallsReceived   atomic.Uint64
+	RepliesSent     atomic.Uint64
+	Inline          atomic.Uint64 // messages sent whole in a Send
+	ReadChunks      atomic.Uint64 // read chunks sent (requester) or pulled (responder)
+	WriteChunks     atomic.Uint64 // write chunks offered (requester) or filled (responder)
+	ReplyChunks     atomic.Uint64 // replies carried in a reply chunk
+	LongCalls       atomic.Uint64 // calls carried in a position-zero read chunk
+	ErrorsSent      atomic.Uint64 // RDMA_ERROR messages sent
+	ErrorsReceived  atomic.Uint64 // RDMA_ERROR messages received
+	Dropped         atomic.Uint64 // messages dropped: unanswerable, unmatched, or RDMA_ERROR to a responder
+	RemoteInvalid   atomic.Uint64 // STags the peer invalidated with Send With Invalidate
+	VersionFallback atomic.Uint64 // calls resent in Version One after ERR_VERS
+}
+
+// StatsSnapshot is a copy of Stats at one moment.
+type StatsSnapshot struct {
+	CallsSent, RepliesReceived, CallsReceived, RepliesSent  uint64
+	Inline, ReadChunks, WriteChunks, ReplyChunks, LongCalls uint64
+	ErrorsSent, ErrorsReceived, Dropped, RemoteInvalid      uint64
+	VersionFallback                                         uint64
+}
+
+// Stats returns the connection's counters.
+func (c *Conn) Stats() StatsSnapshot {
+	s := &c.stats
+	return StatsSnapshot{
+		CallsSent: s.CallsSent.Load(), RepliesReceived: s.RepliesReceived.Load(),
+		CallsReceived: s.CallsReceived.Load(), RepliesSent: s.RepliesSent.Load(),
+		Inline: s.Inline.Load(), ReadChunks: s.ReadChunks.Load(), WriteChunks: s.WriteChunks.Load(),
+		ReplyChunks: s.ReplyChunks.Load(), LongCalls: s.LongCalls.Load(),
+		ErrorsSent: s.ErrorsSent.Load(), ErrorsReceived: s.ErrorsReceived.Load(),
+		Dropped: s.Dropped.Load(), RemoteInvalid: s.RemoteInvalid.Load(),
+		VersionFallback: s.VersionFallback.Load(),
+	}
+}
+
+// Info describes what a connection negotiated.
+type Info struct {
+	Version            wire.Version // version in use (requester); highest served (responder)
+	PeerPrivateData    bool         // the peer sent RFC 8797 private data
+	SendInline         int          // largest Send this side posts
+	RecvInline         int          // this side's receive buffer size
+	RemoteInvalidation bool         // Send With Invalidate is used on this connection
+	Credits            uint32       // requester: current grant; responder: grant offered
+	Local, Remote      net.Addr
+}
+
+// Info returns what the connection negotiated so far. For a requester the
+// version and credits settle with the first reply.
+func (c *Conn) Info() Info {
+	v := c.versions[len(c.versions)-1]
+	if c.req != nil {
+		v = c.req.version()
+	}
+	n := c.negV[v]
+	in := Info{
+		PeerPrivateData: n.peerPD,
+		SendInline:      n.sendLimit,
+		RecvInline:      n.recvLimit,
+		Local:           c.rc.LocalAddr(),
+		Remote:          c.rc.RemoteAddr(),
+	}
+	if c.req != nil {
+		in.Version = c.req.version()
+		in.Credits, _ = c.req.credits.state()
+		in.RemoteInvalidation = !c.cfg.NoRemoteInvalidation
+	} else {
+		in.Version = v
+		in.Credits = c.resp.grant
+		in.RemoteInvalidation = n.peerInvalidates && !c.cfg.NoRemoteInvalidation
+	}
+	return in
+}
+
+// RDMA returns the underlying RDMA connection, for its limits and address.
+func (c *Conn) RDMA() rdma.Conn { return c.rc }
+
+// setup allocates the buffer rings and posts every receive. It runs from
+// rdma.ConnConfig.Prepare, before the peer may send.
+func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
+	c.rc = rc
+	c.peer = rc.PeerPrivateData()
+	lim := rc.Limits()
+	c.recvSlots = min(recvSlots, lim.RecvQueueDepth)
+	c.recvSize = c.cfg.inlineRecv()
+	var err error
+	c.recvMR, err = rc.Alloc(c.recvSlots*c.recvSize, rdma.AccessLocalWrite)
+	if err != nil {
+		return fmt.Errorf("rpcrdma: allocating %d receive buffers: %w", c.recvSlots, err)
+	}
+	for i := 0; i < c.recvSlots; i++ {
+		if err := c.postRecv(i); err != nil {
+			return err
+		}
+	}
+	// Send slots: enough for every credit plus error replies, bounded by
+	// the send queue, which Writes and Reads share.
+	sq := lim.SendQueueDepth
+	nsend := max(min(c.recvSlots+2, sq/2), 1)
+	c.sendSize = c.cfg.inlineSend()
+	c.sendMR, err = rc.Alloc(nsend*c.sendSize, 0)
+	if err != nil {
+		return fmt.Errorf("rpcrdma: allocating %d send buffers: %w", nsend, err)
+	}
+	c.sendFree = make(chan int, nsend)
+	for i := 0; i < nsend; i++ {
+		c.sendFree <- i
+	}
+	c.sqSlots = make(chan struct{}, sq)
+	for i := 0; i < sq; i++ {
+		c.sqSlots <- struct{}{}
+	}
+	ord := max(lim.ORD, 1)
+	c.readSlots = make(chan struct{}, ord)
+	for i := 0; i < ord; i++ {
+		c.readSlots <- struct{}{}
+	}
+	c.incoming = make(chan inbound, c.recvSlots+1)
+	return nil
+}
+
+func newConn(cfg Config, responder bool) *Conn {
+	c := &Conn{
+		cfg:       cfg,
+		log:       cfg.logger(),
+		lim:       cfg.Limits,
+		responder: responder,
+		ops:       make(map[uint64]func(rdma.Completion)),
+		done:      make(chan struct{}),
+		loopDone:  make(chan struct{}),
+	}
+	if responder {
+		c.versions = sortVersions(cfg.versions(wire.Version1, wire.Version2))
+	} else {
+		c.versions = sortVersions(cfg.versions(wire.Version1))
+	}
+	return c
+}
+
+func sortVersions(vs []wire.Version) []wire.Version {
+	out := make([]wire.Version, 0, 2)
+	for _, v := range []wire.Version{wire.Version1, wire.Version2} {
+		for _, w := range vs {
+			if w == v {
+				out = append(out, v)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, wire.Version1)
+	}
+	return out
+}
+
+func (c *Conn) supports(v wire.Version) bool {
+	for _, w := range c.versions {
+		if w == v {
+			return true
+		}
+	}
+	return false
+}
+
+// recvBuf returns receive slot i.
+func (c *Conn) recvBuf(i int) []byte {
+	return c.recvMR.Bytes()[i*c.recvSize : (i+1)*c.recvSize]
+}
+
+func (c *Conn) postRecv(i int) error {
+	err := c.rc.PostRecv(uint64(i), []rdma.SGE{{MR: c.recvMR, Offset: i * c.recvSize, Length: c.recvSize}})
+	if err != nil {
+		return fmt.Errorf("rpcrdma: posting receive %d: %w", i, err)
+	}
+	return nil
+}
+
+// start settles the inline sizes and runs the loop.
+func (c *Conn) start() {
+	for _, v := range []wire.Version{wire.Version1, wire.Version2} {
+		c.negV[v] = negotiate(&c.cfg, c.peer, v)
+	}
+	go c.loop()
+}
+
+// loop owns the completion queue until the connection ends.
+func (c *Conn) loop() {
+	defer close(c.loopDone)
+	cs := make([]rdma.Completion, 32)
+	for {
+		n, err := c.rc.Wait(context.Background(), cs)
+		for _, comp := range cs[:n] {
+			if comp.Op == rdma.OpRecv {
+				c.onRecv(comp)
+			} else {
+				c.onSendQueue(comp)
+			}
+		}
+		if err != nil {
+			c.fail(err)
+			// Drain what the provider flushed so every waiter hears.
+			for {
+				n := c.rc.Poll(cs)
+				if n == 0 {
+					break
+				}
+				for _, comp := range cs[:n] {
+					if comp.Op != rdma.OpRecv {
+						c.onSendQueue(comp)
+					}
+				}
+			}
+			c.failOps()
+			return
+		}
+	}
+}
+
+// onSendQueue completes one send-queue work request.
+func (c *Conn) onSendQueue(comp rdma.Completion) {
+	c.opsMu.Lock()
+	done := c.ops[comp.ID]
+	delete(c.ops, comp.ID)
+	c.opsMu.Unlock()
+	c.sqSlots <- struct{}{}
+	if done != nil {
+		done(comp)
+	}
+}
+
+// failOps completes every send-queue operation the provider did not, after
+// the connection has ended.
+func (c *Conn) failOps() {
+	c.opsMu.Lock()
+	ops := c.ops
+	c.ops = map[uint64]func(rdma.Completion){}
+	c.opsMu.Unlock()
+	for id, done := range ops {
+		done(rdma.Completion{ID: id, Status: rdma.StatusFlushed})
+	}
+}
+
+// onRecv handles a received message in the loop: it copies the message out,
+// reposts the buffer and dispatches by role.
+func (c *Conn) onRecv(comp rdma.Completion) {
+	slot := int(comp.ID)
+	if comp.Status != rdma.StatusSuccess {
+		return // flushed: the connection is ending
+	}
+	if comp.Invalidated {
+		c.stats.RemoteInvalid.Add(1)
+	}
+	msg := c.recvBuf(slot)[:comp.Len]
+	var in inbound
+	_, derr := in.hdr.Decode(msg)
+	if derr == nil && in.hdr.HasPayload() {
+		n := in.hdr.EncodedLen()
+		in.payload = append([]byte(nil), msg[n:]...)
+	}
+	// The header's lists were copied by Decode except Optional.Info, which
+	// aliases the buffer.
+	if len(in.hdr.Optional.Info) > 0 {
+		in.hdr.Optional.Info = append([]byte(nil), in.hdr.Optional.Info...)
+	}
+	var raw []byte
+	if derr != nil {
+		raw = append([]byte(nil), msg[:min(len(msg), wire.PrefixLen)]...)
+	}
+	if err := c.postRecv(slot); err != nil {
+		c.fail(err)
+		return
+	}
+	if c.responder {
+		c.resp.onMessage(&in, derr, raw)
+	} else {
+		c.req.onMessage(&in, derr)
+	}
+}
+
+// deliver hands a message to Recv. The peer can have no more messages in
+// flight than there are receive slots, and Recv drains the channel, so a
+// full channel means Recv is not being called; the message is then dropped
+// rather than stalling the loop.
+func (c *Conn) deliver(in inbound) {
+	select {
+	case c.incoming <- in:
+	default:
+		c.stats.Dropped.Add(1)
+		c.log.Warn("rpcrdma: receive queue full, message dropped", "xid", in.hdr.XID)
+	}
+}
+
+// post posts a send-queue work request whose completion runs done on the
+// loop goroutine. It waits for a free send-queue entry, respecting ctx.
+func (c *Conn) post(ctx context.Context, wr *rdma.WorkRequest, done func(rdma.Completion)) error {
+	select {
+	case <-c.sqSlots:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return c.Err()
+	}
+	wr.ID = c.opID.Add(1)
+	c.opsMu.Lock()
+	c.ops[wr.ID] = done
+	c.opsMu.Unlock()
+	if err := c.rc.PostSend(wr); err != nil {
+		c.opsMu.Lock()
+		delete(c.ops, wr.ID)
+		c.opsMu.Unlock()
+		c.sqSlots <- struct{}{}
+		if errors.Is(err, net.ErrClosed) {
+			return c.connErr(err)
+		}
+		return fmt.Errorf("rpcrdma: posting %v: %w", wr.Op, err)
+	}
+	return nil
+}
+
+// sendMsg builds a message in a send slot with fill, which appends the
+// message to the slot's empty slice and returns it, and posts it as a Send
+// (with Invalidate when inv is not zero). It waits for a free send slot. If
+// wait is true it returns after the Send completes, else after posting.
+func (c *Conn) sendMsg(ctx context.Context, fill func([]byte) []byte, inv rdma.STag, wait bool) error {
+	var slot int
+	select {
+	case slot = <-c.sendFree:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return c.Err()
+	}
+	off := slot * c.sendSize
+	buf := c.sendMR.Bytes()[off : off : off+c.sendSize]
+	msg := fill(buf)
+	if len(msg) > c.sendSize || (len(msg) > 0 && &msg[0] != &c.sendMR.Bytes()[off]) {
+		c.sendFree <- slot
+		return fmt.Errorf("rpcrdma: message of %d bytes exceeds the %d-byte send buffer", len(msg), c.sendSize)
+	}
+	wr := &rdma.WorkRequest{Op: rdma.OpSend, Local: []rdma.SGE{{MR: c.sendMR, Offset: off, Length: len(msg)}}}
+	if inv != 0 {
+		wr.Op = rdma.OpSendInvalidate
+		wr.InvalidateSTag = inv
+	}
+	var result chan error
+	if wait {
+		result = make(chan error, 1)
+	}
+	err := c.post(ctx, wr, func(comp rdma.Completion) {
+		c.sendFree <- slot
+		if result != nil {
+			result <- c.compErr(comp, "Send")
+		}
+	})
+	if err != nil {
+		c.sendFree <- slot
+		return err
+	}
+	if !wait {
+		return nil
+	}
+	return <-result
+}
+
+// compErr turns a failed completion into an error. Every failed
+// completion means the connection has ended (rdma.Status), so the error is
+// a connection error. It runs on the loop and must not block.
+func (c *Conn) compErr(comp rdma.Completion, what string) error {
+	if comp.Status == rdma.StatusSuccess {
+		return nil
+	}
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return &ConnError{Op: what, Err: fmt.Errorf("completion status %v", comp.Status)}
+}
+
+// fail ends the connection with err (the first error wins).
+func (c *Conn) fail(err error) {
+	c.errMu.Lock()
+	if c.err == nil {
+		c.err = c.connErr(err)
+	}
+	c.errMu.Unlock()
+	c.closeOnce.Do(func() {
+		close(c.done)
+		c.rc.Close()
+		if c.req != nil {
+			c.req.closeAll(c.Err())
+		}
+	})
+}
+
+func (c *Conn) connErr(err error) error {
+	var ce *ConnError
+	if errors.As(err, &ce) {
+		return err
+	}
+	return &ConnError{Op: "connection", Err: err}
+}
+
+// Err returns nil while the connection is up, then why it ended, as a
+// *ConnError (which matches net.ErrClosed).
+func (c *Conn) Err() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.err
+}
+
+// Done is closed when the connection ends.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Close ends the connection. Calls outstanding on a requester fail with a
+// connection error; Recv returns. It waits for the loop to exit and is
+// idempotent.
+func (c *Conn) Close() error {
+	c.fail(rdma.ErrClosed)
+	<-c.loopDone
+	return nil
+}

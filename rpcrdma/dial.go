@@ -1,0 +1,186 @@
+package rpcrdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+)
+
+// Dial connects to an RPC-over-RDMA responder at addr over provider p and
+// returns a requester Conn, ready for rpc.NewClient. It sends this side's
+// RFC 8797 private data (seed 003) and settles the inline sizes from the
+// responder's. cfg may be nil for every default.
+func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	c := newConn(*cfg, false)
+	c.req = newRequester(c)
+	slots := int(c.cfg.credits()) + 1
+	rcfg := c.cfg.RDMA
+	rcfg.PrivateData = c.cfg.privateData().Append(nil)
+	rcfg.RecvQueueDepth = max(rcfg.RecvQueueDepth, slots)
+	rcfg.SendQueueDepth = max(rcfg.SendQueueDepth, 2*slots)
+	rcfg.Prepare = func(rc rdma.Conn) error { return c.setup(rc, slots) }
+	rc, err := p.Dial(ctx, addr, rcfg)
+	if err != nil {
+		return nil, fmt.Errorf("rpcrdma: dialing %s: %w", addr, err)
+	}
+	c.rc = rc
+	// Clamp the credits asked for to the receives actually posted.
+	c.req.credits.max = min(c.req.credits.max, uint32(max(c.recvSlots-1, 1)))
+	c.start()
+	n := c.negV[c.req.version()]
+	c.log.Debug("rpcrdma: connected", "addr", addr, "peer_private_data", n.peerPD, "send_inline", n.sendLimit, "recv_inline", n.recvLimit)
+	return c, nil
+}
+
+// Recv returns the next message for the rpc layer: on a requester, the
+// next reply (or a *rpc.CallError failing one call); on a responder, the
+// next call, with its read chunks pulled. It implements rpc.Transport.
+func (c *Conn) Recv() (*rpc.Msg, error) {
+	for {
+		var in inbound
+		select {
+		case in = <-c.incoming:
+		case <-c.done:
+			return nil, c.Err()
+		}
+		if c.req != nil {
+			if in.err != nil {
+				return nil, &rpc.CallError{XID: in.hdr.XID, Err: in.err}
+			}
+			m := &rpc.Msg{Body: rpc.Body{XDR: in.payload}}
+			for i, wc := range in.hdr.Chunks.Writes {
+				if n := wc.Length(); n > 0 {
+					m.Items = append(m.Items, rpc.DDPItem{Offset: rpc.Unplaced, Data: in.writes[i][:n]})
+				}
+			}
+			return m, nil
+		}
+		m, ok, err := c.resp.recvCall(&in)
+		if err != nil {
+			c.fail(err)
+			return nil, c.Err()
+		}
+		if ok {
+			return m, nil
+		}
+	}
+}
+
+// Listener accepts RPC-over-RDMA connections as a responder.
+type Listener struct {
+	l   rdma.Listener
+	cfg Config
+}
+
+// Listen listens for RPC-over-RDMA requesters at addr over provider p. cfg
+// may be nil for every default: Versions One and Two served, inline sizes
+// DefaultInlineSize, DefaultCredits granted.
+func Listen(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Listener, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	l, err := p.Listen(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("rpcrdma: listening on %s: %w", addr, err)
+	}
+	return &Listener{l: l, cfg: *cfg}, nil
+}
+
+// Addr returns the address requesters dial.
+func (l *Listener) Addr() net.Addr { return l.l.Addr() }
+
+// Close stops listening; established connections carry on.
+func (l *Listener) Close() error { return l.l.Close() }
+
+// Accept waits for the next requester and returns the responder side of
+// its connection. The requester's private data decides the inline sizes
+// and whether replies may use Send With Invalidate.
+func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
+	for {
+		req, err := l.l.Accept(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c, err := l.accept(ctx, req)
+		if err == nil {
+			return c, nil
+		}
+		// One requester failing to connect does not end the listener.
+		l.cfg.logger().Debug("rpcrdma: accept failed", "remote", req.RemoteAddr(), "err", err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest) (*Conn, error) {
+	c := newConn(l.cfg, true)
+	c.resp = &responder{c: c, pending: make(map[uint32][]*inCall)}
+	grantMax := c.cfg.Grant.Grant(^uint32(0))
+	slots := int(grantMax) + 2
+	rcfg := c.cfg.RDMA
+	rcfg.PrivateData = c.cfg.privateData().Append(nil)
+	rcfg.RecvQueueDepth = max(rcfg.RecvQueueDepth, slots)
+	rcfg.SendQueueDepth = max(rcfg.SendQueueDepth, 2*slots)
+	rcfg.Prepare = func(rc rdma.Conn) error {
+		if err := c.setup(rc, slots); err != nil {
+			return err
+		}
+		// Never grant more than the receives posted, less two for
+		// messages outside the credit count (RDMA_DONE, a stray error).
+		c.resp.grant = min(grantMax, uint32(max(c.recvSlots-2, 1)))
+		return nil
+	}
+	rc, err := req.Accept(ctx, rcfg)
+	if err != nil {
+		return nil, err
+	}
+	c.rc = rc
+	c.start()
+	return c, nil
+}
+
+// Serve accepts connections on l and serves srv on each until l is closed
+// or ctx ends. It closes the connections it accepted before returning.
+func Serve(ctx context.Context, l *Listener, srv *rpc.Server) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[*Conn]struct{}{}
+	defer func() {
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}()
+	for {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		mu.Lock()
+		conns[c] = struct{}{}
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv.Serve(c)
+			c.Close()
+			mu.Lock()
+			delete(conns, c)
+			mu.Unlock()
+		}()
+	}
+}

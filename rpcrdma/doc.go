@@ -1,0 +1,34 @@
+// Package rpcrdma is the RPC-over-RDMA transport: ONC RPC carried over any
+// rdma.Provider, as RFC 5666 (Version One, seed 002), RFC 8797 (connection
+// private data, seed 003) and draft-cel-nfsv4-rpcrdma-version-two-00
+// (Version Two, seed 000) define it.
+//
+// A *Conn implements rpc.Transport, so rpc.Client and rpc.Server run over
+// it unchanged:
+//
+//	l, _ := rpcrdma.Listen(ctx, provider, "127.0.0.1:20049", nil)
+//	go rpcrdma.Serve(ctx, l, srv)               // srv is an *rpc.Server
+//
+//	conn, _ := rpcrdma.Dial(ctx, provider, "127.0.0.1:20049", nil)
+//	cli := rpc.NewClient(conn)
+//
+// The upper layer decides what moves by RDMA through rpc.Body: arguments
+// appended with Body.AppendDDPOpaque are DDP-eligible and travel in read
+// chunks (when at least Config.DDPThreshold bytes); a call's
+// rpc.Request.ResultBufs become write chunks, so results land directly in
+// the caller's memory; rpc.Request.MaxReply decides whether a reply chunk is
+// offered. Everything else is chosen here: inline when the message fits
+// the peer's receive buffer, a long call (RDMA_NOMSG with a position-zero
+// read chunk) when it does not, a reply chunk for replies too long to send
+// inline.
+//
+// Flow control follows seed 002 section 3.3: every connection starts with
+// one credit, the responder's grant (GrantPolicy, default 128) caps the
+// requester's outstanding calls, and a requester waiting for a credit
+// respects its context.
+//
+// Errors: a *ConnError (matching net.ErrClosed) ends the connection and
+// every call on it; a *RemoteError (the responder answered RDMA_ERROR),
+// ErrCallTooLarge and ErrBadReply fail one call and the connection carries
+// on.
+package rpcrdma

@@ -1,0 +1,547 @@
+package rpcrdma
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/loopback"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
+)
+
+// The test program. Every procedure exercises one data path.
+const (
+	testProg = 0x20001234
+	testVers = 1
+
+	procEcho     = 1 // DDP opaque in, the same DDP opaque out
+	procSum      = 2 // DDP opaque in; out: length and CRC32
+	procRead     = 3 // count in; out: a DDP opaque of count pattern bytes
+	procBig      = 4 // count in; out: a non-DDP opaque of count bytes (reply chunk)
+	procEchoFlat = 5 // non-DDP opaque in and out (long call, long reply)
+	procMulti    = 6 // three DDP opaques in, the same three out
+	procBlock    = 7 // waits for its context
+)
+
+func pattern(n int, seed byte) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*7) + seed
+	}
+	return p
+}
+
+func testServer() *rpc.Server {
+	srv := rpc.NewServer(nil)
+	h := func(f func(d *rpc.BodyDecoder, out *rpc.Body) error) rpc.Handler {
+		return func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+			var out rpc.Body
+			err := f(c.Decoder(), &out)
+			return out, err
+		}
+	}
+	srv.Handle(testProg, testVers, procEcho, h(func(d *rpc.BodyDecoder, out *rpc.Body) error {
+		out.AppendDDPOpaque(d.DDPOpaque(64 << 20))
+		return nil
+	}))
+	srv.Handle(testProg, testVers, procSum, h(func(d *rpc.BodyDecoder, out *rpc.Body) error {
+		p := d.DDPOpaque(64 << 20)
+		out.XDR = xdr.AppendUint32(out.XDR, uint32(len(p)))
+		out.XDR = xdr.AppendUint32(out.XDR, crc32.ChecksumIEEE(p))
+		return nil
+	}))
+	srv.Handle(testProg, testVers, procRead, h(func(d *rpc.BodyDecoder, out *rpc.Body) error {
+		n := d.Uint32()
+		out.XDR = xdr.AppendBool(out.XDR, true)
+		out.AppendDDPOpaque(pattern(int(n), 3))
+		out.XDR = xdr.AppendUint32(out.XDR, 0xfeedf00d)
+		return nil
+	}))
+	srv.Handle(testProg, testVers, procBig, h(func(d *rpc.BodyDecoder, out *rpc.Body) error {
+		n := d.Uint32()
+		out.XDR = xdr.AppendOpaque(out.XDR, pattern(int(n), 5))
+		return nil
+	}))
+	srv.Handle(testProg, testVers, procEchoFlat, h(func(d *rpc.BodyDecoder, out *rpc.Body) error {
+		out.XDR = xdr.AppendOpaque(out.XDR, d.Opaque(64<<20))
+		return nil
+	}))
+	srv.Handle(testProg, testVers, procMulti, h(func(d *rpc.BodyDecoder, out *rpc.Body) error {
+		for i := 0; i < 3; i++ {
+			out.AppendDDPOpaque(d.DDPOpaque(64 << 20))
+			out.XDR = xdr.AppendUint32(out.XDR, uint32(i))
+			d.Uint32()
+		}
+		return nil
+	}))
+	srv.Handle(testProg, testVers, procBlock, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+		<-ctx.Done()
+		return rpc.Body{}, ctx.Err()
+	})
+	return srv
+}
+
+// pair is a requester and a responder connected through a provider.
+type pair struct {
+	cli  *rpc.Client
+	conn *Conn // requester
+	srv  *rpc.Server
+	resp *Conn
+	net  *loopback.Network
+}
+
+func newPair(t *testing.T, ccfg, scfg *Config) *pair {
+	t.Helper()
+	return newPairOver(t, loopback.New(), "", ccfg, scfg)
+}
+
+func newPairOver(t *testing.T, p rdma.Provider, addr string, ccfg, scfg *Config) *pair {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := Listen(ctx, p, addr, scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan *Conn, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	conn, err := Dial(ctx, p, l.Addr().String(), ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := <-accepted
+	l.Close()
+	if resp == nil {
+		t.FailNow()
+	}
+	pr := &pair{conn: conn, resp: resp, srv: testServer()}
+	pr.net, _ = p.(*loopback.Network)
+	served := make(chan struct{})
+	go func() { pr.srv.Serve(resp); close(served) }()
+	pr.cli = rpc.NewClient(conn)
+	t.Cleanup(func() {
+		pr.cli.Close()
+		conn.Close()
+		resp.Close()
+		pr.srv.Close()
+		<-served
+		if pr.net != nil {
+			deadline := time.Now().Add(5 * time.Second)
+			for pr.net.Registered() != 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if n := pr.net.Registered(); n != 0 {
+				t.Errorf("%d memory registrations left after close", n)
+			}
+		}
+	})
+	return pr
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (p *pair) call(ctx context.Context, proc uint32, args rpc.Body, bufs [][]byte, maxReply int) (rpc.Reply, error) {
+	return p.cli.Call(ctx, &rpc.Request{Prog: testProg, Vers: testVers, Proc: proc, Args: args, ResultBufs: bufs, MaxReply: maxReply})
+}
+
+func ddpArgs(ps ...[]byte) rpc.Body {
+	var b rpc.Body
+	for i, p := range ps {
+		b.AppendDDPOpaque(p)
+		b.XDR = xdr.AppendUint32(b.XDR, uint32(i))
+	}
+	return b
+}
+
+func u32Args(n int) rpc.Body { return rpc.Body{XDR: xdr.AppendUint32(nil, uint32(n))} }
+
+// TestDataPaths runs one call per data path and checks the bytes and the
+// path taken (by the connections' counters).
+func TestDataPaths(t *testing.T) {
+	type want struct{ inline, readChunks, writeChunks, replyChunks, longCalls uint64 }
+	tests := []struct {
+		name  string
+		cfg   *Config
+		check func(t *testing.T, p *pair)
+		want  want // requester-side counters
+	}{
+		{"inline-small-ddp-item", nil, func(t *testing.T, p *pair) {
+			data := pattern(100, 1)
+			rep, err := p.call(ctxT(t), procSum, ddpArgs(data), nil, 0)
+			checkSum(t, rep, err, data)
+		}, want{inline: 1}},
+		{"read-chunk-one", nil, func(t *testing.T, p *pair) {
+			data := pattern(64<<10, 2)
+			rep, err := p.call(ctxT(t), procSum, ddpArgs(data), nil, 0)
+			checkSum(t, rep, err, data)
+		}, want{inline: 1, readChunks: 1}},
+		{"read-chunk-odd-length", nil, func(t *testing.T, p *pair) {
+			data := pattern(5001, 3)
+			rep, err := p.call(ctxT(t), procSum, ddpArgs(data), nil, 0)
+			checkSum(t, rep, err, data)
+		}, want{inline: 1, readChunks: 1}},
+		{"read-chunks-several", nil, func(t *testing.T, p *pair) {
+			a, b, c := pattern(3000, 1), pattern(1025, 2), pattern(8191, 3)
+			bufs := [][]byte{make([]byte, 3000), make([]byte, 1025), make([]byte, 8191)}
+			rep, err := p.call(ctxT(t), procMulti, ddpArgs(a, b, c), bufs, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := rpc.NewBodyDecoder(rep.Results)
+			for i, want := range [][]byte{a, b, c} {
+				n := d.DDPOpaqueInto(bufs[i])
+				if !bytes.Equal(bufs[i][:n], want) || d.Uint32() != uint32(i) {
+					t.Fatalf("result %d wrong (%v)", i, d.Err())
+				}
+			}
+			if err := d.Done(); err != nil {
+				t.Fatal(err)
+			}
+		}, want{inline: 1, readChunks: 3, writeChunks: 3}},
+		{"write-chunk-exact", nil, func(t *testing.T, p *pair) { readInto(t, p, 100000, 100000) }, want{inline: 1, writeChunks: 1}},
+		{"write-chunk-partly-filled", nil, func(t *testing.T, p *pair) { readInto(t, p, 777, 100000) }, want{inline: 1, writeChunks: 1}},
+		{"write-chunk-unused", nil, func(t *testing.T, p *pair) { readInto(t, p, 0, 4096) }, want{inline: 1, writeChunks: 1}},
+		{"reply-chunk", nil, func(t *testing.T, p *pair) {
+			rep, err := p.call(ctxT(t), procBig, u32Args(20000), nil, 20100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := rpc.NewBodyDecoder(rep.Results)
+			if got := d.Opaque(1 << 20); !bytes.Equal(got, pattern(20000, 5)) || d.Done() != nil {
+				t.Fatalf("reply chunk result wrong: %d bytes, %v", len(got), d.Err())
+			}
+		}, want{inline: 1, replyChunks: 1}},
+		{"write-list-and-reply-chunk", nil, func(t *testing.T, p *pair) {
+			a, b, c := pattern(3000, 1), pattern(1025, 2), pattern(8191, 3)
+			bufs := [][]byte{make([]byte, 3000)} // one write chunk; the rest go in the reply chunk
+			rep, err := p.call(ctxT(t), procMulti, ddpArgs(a, b, c), bufs, 16384)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := rpc.NewBodyDecoder(rep.Results)
+			for i, want := range [][]byte{a, b, c} {
+				if got := d.DDPOpaque(1 << 20); !bytes.Equal(got, want) || d.Uint32() != uint32(i) {
+					t.Fatalf("result %d wrong (%v)", i, d.Err())
+				}
+			}
+			if d.Done() != nil || !bytes.Equal(bufs[0], a) {
+				t.Fatal("write chunk not filled", d.Err())
+			}
+		}, want{inline: 1, readChunks: 3, writeChunks: 1, replyChunks: 1}},
+		{"long-call", nil, func(t *testing.T, p *pair) {
+			data := pattern(9000, 9)
+			args := rpc.Body{XDR: xdr.AppendOpaque(nil, data)}
+			rep, err := p.call(ctxT(t), procEchoFlat, args, nil, 9100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := rpc.NewBodyDecoder(rep.Results)
+			if got := d.Opaque(1 << 20); !bytes.Equal(got, data) || d.Done() != nil {
+				t.Fatal("long call echo wrong", d.Err())
+			}
+		}, want{longCalls: 1, replyChunks: 1}},
+		{"long-call-and-data-chunk", nil, func(t *testing.T, p *pair) {
+			// Two DDP items around a large inline opaque: the reduced
+			// call still exceeds the inline threshold, so it travels in
+			// a position-zero chunk beside two data chunks.
+			data := pattern(70001, 4)
+			rep, err := p.call(ctxT(t), procMulti, longMulti(data), nil, 200000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := rpc.NewBodyDecoder(rep.Results)
+			for i, want := range [][]byte{data, pattern(6000, 1), data} {
+				if got := d.DDPOpaque(1 << 20); !bytes.Equal(got, want) || d.Uint32() != uint32(i) {
+					t.Fatalf("result %d wrong (%v)", i, d.Err())
+				}
+			}
+			if err := d.Done(); err != nil {
+				t.Fatal(err)
+			}
+		}, want{longCalls: 1, readChunks: 2, replyChunks: 1}},
+		{"ddp-threshold-all-chunks", &Config{DDPThreshold: -1}, func(t *testing.T, p *pair) {
+			data := pattern(3, 1)
+			rep, err := p.call(ctxT(t), procSum, ddpArgs(data), nil, 0)
+			checkSum(t, rep, err, data)
+		}, want{inline: 1, readChunks: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPair(t, tt.cfg, nil)
+			tt.check(t, p)
+			s := p.conn.Stats()
+			got := want{s.Inline, s.ReadChunks, s.WriteChunks, s.ReplyChunks, s.LongCalls}
+			if got != tt.want {
+				t.Errorf("requester counters %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// longMulti builds procMulti arguments whose middle item is a large inline
+// opaque, so the call needs both a position-zero chunk and data chunks.
+func longMulti(data []byte) rpc.Body {
+	var b rpc.Body
+	b.AppendDDPOpaque(data)
+	b.XDR = xdr.AppendUint32(b.XDR, 0)
+	b.XDR = xdr.AppendOpaque(b.XDR, pattern(6000, 1))
+	b.XDR = xdr.AppendUint32(b.XDR, 1)
+	b.AppendDDPOpaque(data)
+	b.XDR = xdr.AppendUint32(b.XDR, 2)
+	return b
+}
+
+func checkSum(t *testing.T, rep rpc.Reply, err error, data []byte) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rpc.NewBodyDecoder(rep.Results)
+	n, sum := d.Uint32(), d.Uint32()
+	if err := d.Done(); err != nil || n != uint32(len(data)) || sum != crc32.ChecksumIEEE(data) {
+		t.Fatalf("server saw %d bytes crc %08x (%v), sent %d crc %08x", n, sum, err, len(data), crc32.ChecksumIEEE(data))
+	}
+}
+
+// readInto reads n bytes into a write chunk of size bytes and checks that
+// they landed in place and that nothing beyond them (no XDR pad) was
+// written.
+func readInto(t *testing.T, p *pair, n, size int) {
+	t.Helper()
+	buf := bytes.Repeat([]byte{0xee}, size)
+	rep, err := p.call(ctxT(t), procRead, u32Args(n), [][]byte{buf}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rpc.NewBodyDecoder(rep.Results)
+	if !d.Bool() {
+		t.Fatal("bad result")
+	}
+	got := d.DDPOpaqueInto(buf)
+	if got != n || !bytes.Equal(buf[:n], pattern(n, 3)) {
+		t.Fatalf("read %d bytes, want %d", got, n)
+	}
+	if d.Uint32() != 0xfeedf00d || d.Done() != nil {
+		t.Fatalf("trailer wrong: %v", d.Err())
+	}
+	if n > 0 && len(rep.Results.Items) != 1 {
+		t.Fatalf("result not placed directly: %d items", len(rep.Results.Items))
+	}
+	for i := n; i < size; i++ {
+		if buf[i] != 0xee {
+			t.Fatalf("byte %d beyond the result was written (XDR pad written into a write chunk?)", i)
+		}
+	}
+}
+
+// TestCredits runs more concurrent callers than credits and checks that
+// the requester never exceeds the grant and every call completes.
+func TestCredits(t *testing.T) {
+	p := newPair(t, &Config{Credits: 64}, &Config{Grant: GrantPolicy{Max: 4}})
+	ctx := ctxT(t)
+	if err := p.cli.Null(ctx, testProg, testVers); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := p.conn.req.credits.state(); g != 4 {
+		t.Fatalf("grant %d after the first reply, want 4", g)
+	}
+	errs := make(chan error, 40)
+	for i := 0; i < 40; i++ {
+		go func() {
+			data := pattern(2000+i, byte(i))
+			rep, err := p.call(ctx, procSum, ddpArgs(data), nil, 0)
+			if err == nil {
+				d := rpc.NewBodyDecoder(rep.Results)
+				if d.Uint32() != uint32(len(data)) || d.Uint32() != crc32.ChecksumIEEE(data) {
+					err = fmt.Errorf("call %d: wrong result", i)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 40; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, inFlight := p.conn.req.credits.state(); inFlight != 0 {
+		t.Fatalf("%d credits still held", inFlight)
+	}
+}
+
+// TestCreditWaitRespectsContext blocks every credit and checks that a
+// caller waiting for one gives up with its context.
+func TestCreditWaitRespectsContext(t *testing.T) {
+	p := newPair(t, nil, &Config{Grant: GrantPolicy{Max: 1}})
+	ctx := ctxT(t)
+	bctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.call(bctx, procBlock, rpc.Body{}, nil, 0)
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, n := p.conn.req.credits.state(); n == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	short, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel2()
+	if err := p.cli.Null(short, testProg, testVers); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiting for a credit: %v", err)
+	}
+	cancel()
+	<-done
+}
+
+// TestVersions covers Version Two negotiation and fallback.
+func TestVersions(t *testing.T) {
+	v1, v2, both := []wire.Version{1}, []wire.Version{2}, []wire.Version{1, 2}
+	tests := []struct {
+		name       string
+		cli, srv   []wire.Version
+		want       wire.Version
+		fallbacks  uint64
+		errVersErr bool
+	}{
+		{"v2-to-v2", both, both, 2, 0, false},
+		{"v2-falls-back-to-v1", both, v1, 1, 1, false},
+		{"v1-to-v2-capable", v1, both, 1, 0, false},
+		{"v2-only-to-v1-only", v2, v1, 2, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPair(t, &Config{Versions: tt.cli}, &Config{Versions: tt.srv})
+			data := pattern(50000, 1)
+			rep, err := p.call(ctxT(t), procSum, ddpArgs(data), nil, 0)
+			if tt.errVersErr {
+				var re *RemoteError
+				if !errors.As(err, &re) || re.Code != wire.ErrVers || re.Low != 1 || re.High != 1 {
+					t.Fatalf("err = %v, want ERR_VERS 1..1", err)
+				}
+				if errors.Is(err, net.ErrClosed) {
+					t.Fatal("ERR_VERS must fail the call, not the connection")
+				}
+				return
+			}
+			checkSum(t, rep, err, data)
+			if v := p.conn.Info().Version; v != tt.want {
+				t.Errorf("version %d, want %d", v, tt.want)
+			}
+			if f := p.conn.Stats().VersionFallback; f != tt.fallbacks {
+				t.Errorf("fallbacks %d, want %d", f, tt.fallbacks)
+			}
+			// And the connection keeps working.
+			rep, err = p.call(ctxT(t), procSum, ddpArgs(data[:10]), nil, 0)
+			checkSum(t, rep, err, data[:10])
+		})
+	}
+}
+
+// TestRemoteInvalidation checks that replies use Send With Invalidate
+// exactly when the requester allows it and the call named one STag.
+func TestRemoteInvalidation(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprintf("disabled=%v", off), func(t *testing.T) {
+			p := newPair(t, &Config{NoRemoteInvalidation: off}, nil)
+			readInto(t, p, 5000, 8192) // one write chunk: one STag
+			want := uint64(1)
+			if off {
+				want = 0
+			}
+			if got := p.conn.Stats().RemoteInvalid; got != want {
+				t.Fatalf("remote invalidations %d, want %d", got, want)
+			}
+			// Two STags: never invalidate remotely.
+			a := pattern(3000, 1)
+			bufs := [][]byte{make([]byte, 3000), make([]byte, 3000), make([]byte, 3000)}
+			if _, err := p.call(ctxT(t), procMulti, ddpArgs(a, a, a), bufs, 0); err != nil {
+				t.Fatal(err)
+			}
+			if got := p.conn.Stats().RemoteInvalid; got != want {
+				t.Fatalf("remote invalidations %d after a call with several STags, want %d", got, want)
+			}
+		})
+	}
+}
+
+// TestReplyTooLarge: a reply that fits neither inline nor a reply chunk is
+// answered with ERR_CHUNK, failing the call and not the connection.
+func TestReplyTooLarge(t *testing.T) {
+	p := newPair(t, nil, nil)
+	_, err := p.call(ctxT(t), procBig, u32Args(20000), nil, 0)
+	var re *RemoteError
+	if !errors.As(err, &re) || re.Code != wire.ErrChunk {
+		t.Fatalf("err = %v, want ERR_CHUNK", err)
+	}
+	if err := p.cli.Null(ctxT(t), testProg, testVers); err != nil {
+		t.Fatalf("connection unusable after ERR_CHUNK: %v", err)
+	}
+}
+
+// TestCancelInvalidates abandons a call with a write chunk and checks that
+// its registrations go at once while its credit stays until the reply.
+func TestCancelInvalidates(t *testing.T) {
+	p := newPair(t, nil, nil)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan error, 1)
+	before := p.net.Registered()
+	go func() {
+		_, err := p.call(ctx, procBlock, rpc.Body{}, [][]byte{make([]byte, 4096)}, 0)
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.net.Registered() == before && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if got := p.net.Registered(); got != before {
+		t.Fatalf("%d registrations after cancel, want %d", got, before)
+	}
+	if _, n := p.conn.req.credits.state(); n != 1 {
+		t.Fatalf("cancelled call holds %d credits, want 1 until its reply", n)
+	}
+}
+
+// TestCloseFailsCalls closes the requester under a blocked call.
+func TestCloseFailsCalls(t *testing.T) {
+	p := newPair(t, nil, nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.call(ctxT(t), procBlock, rpc.Body{}, nil, 0)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	p.conn.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("call cut by Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("call not failed by Close")
+	}
+}

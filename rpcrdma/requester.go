@@ -1,0 +1,414 @@
+package rpcrdma
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
+)
+
+// The requester: marshaling calls (seed 002 sections 3.4-3.7, 5.1) and
+// matching replies.
+//
+// Life of a call. Send takes a credit, decides how each part travels,
+// registers the caller's memory for the chunks it offers, records the call
+// by XID and posts the Send. The loop receives the reply, checks it against
+// what was offered, updates the grant, invalidates every registration (but
+// one the responder invalidated with Send With Invalidate), returns the
+// credit and hands the reply to Recv. A call abandoned by its caller
+// (CancelCall) has its registrations invalidated at once but keeps its
+// credit until the reply arrives, since the responder still counts it.
+//
+// How a call travels:
+//   - DDP-eligible argument items of at least DDPThreshold bytes go in read
+//     chunks, one per item, at the item's position in the un-reduced XDR
+//     stream; the length word stays inline, the XDR pad is not sent (RFC
+//     8166 section 3.4.5). Smaller items are copied inline.
+//   - Each ResultBuf becomes a write chunk, in order; the responder fills
+//     them with the reply's DDP-eligible results.
+//   - A MaxReply larger than what fits in an inline reply gets a reply
+//     chunk of that size.
+//   - If the transport header and the reduced call do not fit in the
+//     responder's receive buffer, the whole reduced call goes in a
+//     position-zero read chunk of an RDMA_NOMSG message: a long call.
+
+type requester struct {
+	c       *Conn
+	credits *creditWindow
+	vers    atomic.Uint32 // version calls are sent in
+	settled atomic.Bool   // a reply other than ERR_VERS has arrived
+
+	mu    sync.Mutex
+	calls map[uint32]*outCall
+}
+
+// outCall is a call between its Send and its reply.
+type outCall struct {
+	xid       uint32
+	msg       rpc.Msg // shallow copy, to resend after a version fallback
+	vers      wire.Version
+	mrs       []rdma.MR // every registration of the call
+	writeBufs [][]byte  // ResultBufs offered as write chunks, in order
+	replyBuf  []byte    // reply chunk memory, or nil
+	cancelled bool      // CancelCall ran: drop the reply, keep the credit until it comes
+}
+
+func newRequester(c *Conn) *requester {
+	r := &requester{c: c, credits: newCreditWindow(c.cfg.credits()), calls: make(map[uint32]*outCall)}
+	r.vers.Store(uint32(c.versions[len(c.versions)-1]))
+	return r
+}
+
+func (r *requester) version() wire.Version { return wire.Version(r.vers.Load()) }
+
+// Send sends a call. It implements rpc.Transport for a requester. It
+// blocks until a credit is available (respecting ctx) and returns after
+// posting the Send; the call's memory (Items, ResultBufs) stays in use
+// until its reply arrives or CancelCall.
+func (c *Conn) Send(ctx context.Context, m *rpc.Msg) error {
+	if c.resp != nil {
+		return c.resp.sendReply(ctx, m)
+	}
+	if len(m.XDR) < 8 {
+		return fmt.Errorf("rpcrdma: call of %d bytes has no RPC header", len(m.XDR))
+	}
+	if err := c.req.credits.acquire(ctx); err != nil {
+		return err
+	}
+	oc := &outCall{xid: binary.BigEndian.Uint32(m.XDR), msg: *m}
+	if err := c.req.send(ctx, oc, c.req.version()); err != nil {
+		c.req.credits.release()
+		return err
+	}
+	return nil
+}
+
+// send marshals and posts oc in version v; the caller holds a credit for
+// it. On failure nothing stays registered or recorded.
+func (r *requester) send(ctx context.Context, oc *outCall, v wire.Version) error {
+	c := r.c
+	oc.vers = v
+	hdr, pieces, err := r.marshal(oc, v)
+	if err != nil {
+		releaseAll(oc.mrs)
+		return err
+	}
+	r.mu.Lock()
+	if _, dup := r.calls[oc.xid]; dup {
+		r.mu.Unlock()
+		releaseAll(oc.mrs)
+		return fmt.Errorf("rpcrdma: call 0x%x already outstanding", oc.xid)
+	}
+	r.calls[oc.xid] = oc
+	r.mu.Unlock()
+	err = c.sendMsg(ctx, func(b []byte) []byte {
+		b = hdr.Append(b)
+		for _, p := range pieces {
+			b = append(b, p...)
+		}
+		return b
+	}, 0, false)
+	if err != nil {
+		r.mu.Lock()
+		delete(r.calls, oc.xid)
+		r.mu.Unlock()
+		releaseAll(oc.mrs)
+		return err
+	}
+	c.stats.CallsSent.Add(1)
+	return nil
+}
+
+var zeroPad [4]byte
+
+// marshal decides how oc travels in version v, registers its chunks, and
+// returns the transport header and the inline payload as pieces.
+func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte, error) {
+	c := r.c
+	neg := &c.negV[v]
+	m := &oc.msg
+	hdr := &wire.Header{XID: oc.xid, Vers: v, Credits: c.cfg.credits(), Proc: wire.RDMA_MSG}
+	threshold := c.cfg.ddpThreshold()
+
+	// Reduce: walk the items, inlining small ones, moving the others to
+	// read chunks at their un-reduced positions.
+	pieces := make([][]byte, 0, 2*len(m.Items)+1)
+	inlineLen, prev, shift := 0, 0, 0
+	for _, it := range m.Items {
+		if it.Offset < prev || it.Offset > len(m.XDR) {
+			return nil, nil, fmt.Errorf("rpcrdma: call 0x%x: DDP item at offset %d out of order", oc.xid, it.Offset)
+		}
+		pieces = append(pieces, m.XDR[prev:it.Offset])
+		inlineLen += it.Offset - prev
+		prev = it.Offset
+		if len(it.Data) < threshold {
+			pieces = append(pieces, it.Data, zeroPad[:xdr.Pad(len(it.Data))])
+			inlineLen += xdr.RoundUp(len(it.Data))
+			shift += xdr.RoundUp(len(it.Data))
+			continue
+		}
+		mr, err := c.rc.Register(it.Data, rdma.AccessRemoteRead)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rpcrdma: registering read chunk of call 0x%x: %w", oc.xid, err)
+		}
+		oc.mrs = append(oc.mrs, mr)
+		hdr.Chunks.Reads = append(hdr.Chunks.Reads, wire.ReadSegment{
+			Position: uint32(it.Offset + shift),
+			Segment:  wire.Segment{Handle: uint32(mr.STag()), Length: uint32(len(it.Data)), Offset: mr.TO()},
+		})
+		shift += xdr.RoundUp(len(it.Data))
+		c.stats.ReadChunks.Add(1)
+	}
+	pieces = append(pieces, m.XDR[prev:])
+	inlineLen += len(m.XDR) - prev
+
+	for _, buf := range m.ResultBufs {
+		mr, err := c.rc.Register(buf, rdma.AccessRemoteWrite)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rpcrdma: registering write chunk of call 0x%x: %w", oc.xid, err)
+		}
+		oc.mrs = append(oc.mrs, mr)
+		oc.writeBufs = append(oc.writeBufs, buf)
+		hdr.Chunks.Writes = append(hdr.Chunks.Writes, wire.WriteChunk{
+			{Handle: uint32(mr.STag()), Length: uint32(len(buf)), Offset: mr.TO()},
+		})
+		c.stats.WriteChunks.Add(1)
+	}
+
+	// A reply chunk when the reply may not fit inline: the reply's
+	// transport header repeats our write list.
+	replyHdr := 28 + hdr.Chunks.Writes.EncodedLen() - 4
+	if m.MaxReply > 0 && replyHdr+m.MaxReply > neg.replyLimit {
+		oc.replyBuf = make([]byte, xdr.RoundUp(m.MaxReply))
+		mr, err := c.rc.Register(oc.replyBuf, rdma.AccessRemoteWrite)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rpcrdma: registering reply chunk of call 0x%x: %w", oc.xid, err)
+		}
+		oc.mrs = append(oc.mrs, mr)
+		hdr.Chunks.Reply = wire.ReplyChunk{Present: true, Chunk: wire.WriteChunk{
+			{Handle: uint32(mr.STag()), Length: uint32(len(oc.replyBuf)), Offset: mr.TO()},
+		}}
+	}
+
+	if hdr.EncodedLen()+inlineLen > neg.sendLimit {
+		// Long call: the reduced message goes in a position-zero read
+		// chunk ahead of the data chunks (seed 002 section 5.1).
+		long := make([]byte, 0, inlineLen)
+		for _, p := range pieces {
+			long = append(long, p...)
+		}
+		mr, err := c.rc.Register(long, rdma.AccessRemoteRead)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rpcrdma: registering long call 0x%x: %w", oc.xid, err)
+		}
+		oc.mrs = append(oc.mrs, mr)
+		pzrc := wire.ReadSegment{Segment: wire.Segment{Handle: uint32(mr.STag()), Length: uint32(len(long)), Offset: mr.TO()}}
+		hdr.Chunks.Reads = append(wire.ReadList{pzrc}, hdr.Chunks.Reads...)
+		hdr.Proc = wire.RDMA_NOMSG
+		pieces = nil
+		c.stats.LongCalls.Add(1)
+		if hdr.EncodedLen() > neg.sendLimit {
+			return nil, nil, fmt.Errorf("%w: call 0x%x needs a %d-byte transport header, inline limit %d", ErrCallTooLarge, oc.xid, hdr.EncodedLen(), neg.sendLimit)
+		}
+	} else {
+		c.stats.Inline.Add(1)
+	}
+	lim := c.lim
+	lim.MaxHeaderSize = neg.sendLimit
+	if err := hdr.Validate(wire.DirCall, lim); err != nil {
+		return nil, nil, fmt.Errorf("%w: call 0x%x: %v", ErrCallTooLarge, oc.xid, err)
+	}
+	return hdr, pieces, nil
+}
+
+func releaseAll(mrs []rdma.MR) {
+	for _, mr := range mrs {
+		mr.Release()
+	}
+}
+
+// onMessage handles a message received by a requester, on the loop.
+func (r *requester) onMessage(in *inbound, derr error) {
+	c := r.c
+	h := &in.hdr
+	if derr != nil {
+		var he *wire.HeaderError
+		if !errors.As(derr, &he) || he.Rule == wire.RuleMalformed && h.XID == 0 && h.Vers == 0 {
+			c.stats.Dropped.Add(1)
+			return
+		}
+		r.finish(h.XID, nil, &replyError{xid: h.XID, why: "undecodable transport header", err: derr})
+		return
+	}
+	if h.Proc == wire.RDMA_MSG && wire.PayloadDirection(in.payload) == wire.DirCall {
+		// A backward-direction call (RFC 8167): not offered on this
+		// connection, so there is no receive budget for it.
+		c.stats.Dropped.Add(1)
+		return
+	}
+	lim := c.lim
+	lim.MaxHeaderSize = c.recvSize
+	if err := h.Validate(wire.DirReply, lim); err != nil {
+		r.finish(h.XID, nil, &replyError{xid: h.XID, why: "invalid transport header", err: err})
+		return
+	}
+	if g, err := r.credits.update(h.Credits); err != nil {
+		c.log.Warn("rpcrdma: peer granted zero credits; using one", "xid", h.XID, "granted", g)
+	}
+
+	switch h.Proc {
+	case wire.RDMA_ERROR:
+		c.stats.ErrorsReceived.Add(1)
+		if r.fallback(h) {
+			return
+		}
+		r.finish(h.XID, in, &RemoteError{XID: h.XID, Vers: h.Vers, Code: h.Error.Code, Low: h.Error.Low, High: h.Error.High})
+	case wire.RDMA_MSG, wire.RDMA_NOMSG:
+		r.finish(h.XID, in, nil)
+	default:
+		// RDMA_MSGP and RDMA_DONE are not replies (RFC 8166 section 4.5);
+		// RDMA_OPTIONAL is not one this requester offered.
+		r.finish(h.XID, in, &replyError{xid: h.XID, why: h.Proc.String() + " is not a reply"})
+	}
+}
+
+// fallback handles ERR_VERS to the first call sent in Version Two: it
+// switches the connection to Version One and resends the call (seed 000
+// section 5). It reports whether it took the message.
+func (r *requester) fallback(h *wire.Header) bool {
+	c := r.c
+	if h.Error.Code != wire.ErrVers || r.settled.Load() || !c.supports(wire.Version1) ||
+		h.Error.Low > wire.Version1 || r.version() == wire.Version1 {
+		return false
+	}
+	r.mu.Lock()
+	oc := r.calls[h.XID]
+	if oc == nil || oc.cancelled || oc.vers == wire.Version1 {
+		r.mu.Unlock()
+		return false
+	}
+	delete(r.calls, h.XID)
+	r.mu.Unlock()
+	r.vers.Store(uint32(wire.Version1))
+	c.stats.VersionFallback.Add(1)
+	c.log.Info("rpcrdma: responder answered ERR_VERS; falling back to version 1", "xid", h.XID, "low", h.Error.Low, "high", h.Error.High)
+	releaseAll(oc.mrs)
+	oc.mrs, oc.writeBufs, oc.replyBuf = nil, nil, nil
+	// The resend posts to the send queue, which the loop must not wait on.
+	go func() {
+		if err := r.send(context.Background(), oc, wire.Version1); err != nil {
+			r.credits.release()
+			c.deliver(inbound{hdr: wire.Header{XID: oc.xid}, err: err})
+		}
+	}()
+	return true
+}
+
+// finish completes the call xid with the reply in (nil if its header was
+// not valid) or with err. A reply that is not an error settles the
+// version negotiation.
+func (r *requester) finish(xid uint32, in *inbound, err error) {
+	c := r.c
+	r.mu.Lock()
+	oc := r.calls[xid]
+	delete(r.calls, xid)
+	r.mu.Unlock()
+	if oc == nil {
+		c.stats.Dropped.Add(1)
+		return
+	}
+	if in != nil && err == nil {
+		r.settled.Store(true)
+	}
+	// Invalidate before the reply is delivered, so the caller gets its
+	// memory back with no remote access possible. Release deregisters.
+	// An STag the responder invalidated with Send With Invalidate
+	// (comp.InvalidatedSTag) needs no local invalidation, but is still
+	// deregistered.
+	releaseAll(oc.mrs)
+	r.credits.release()
+	if oc.cancelled {
+		c.stats.Dropped.Add(1)
+		return
+	}
+	c.stats.RepliesReceived.Add(1)
+	if err == nil {
+		err = r.checkReply(oc, in)
+	}
+	if err != nil {
+		c.deliver(inbound{hdr: wire.Header{XID: xid}, err: err})
+		return
+	}
+	c.deliver(*in)
+}
+
+// checkReply checks a reply's chunks against what oc offered and completes
+// in for Recv: the payload of an RDMA_NOMSG reply is what the responder
+// wrote into the reply chunk.
+func (r *requester) checkReply(oc *outCall, in *inbound) error {
+	h := &in.hdr
+	if len(h.Chunks.Writes) > len(oc.writeBufs) {
+		return &replyError{xid: oc.xid, why: fmt.Sprintf("%d write chunks returned, %d offered", len(h.Chunks.Writes), len(oc.writeBufs))}
+	}
+	for i, wc := range h.Chunks.Writes {
+		if n := wc.Length(); n > uint64(len(oc.writeBufs[i])) {
+			return &replyError{xid: oc.xid, why: fmt.Sprintf("write chunk %d reports %d bytes, %d offered", i, n, len(oc.writeBufs[i]))}
+		}
+	}
+	switch h.Proc {
+	case wire.RDMA_MSG:
+		if h.Chunks.Reply.Present && h.Chunks.Reply.Chunk.Length() > 0 {
+			return &replyError{xid: oc.xid, why: "RDMA_MSG with a filled reply chunk"}
+		}
+	case wire.RDMA_NOMSG:
+		n := h.Chunks.Reply.Chunk.Length()
+		if oc.replyBuf == nil || n > uint64(len(oc.replyBuf)) {
+			return &replyError{xid: oc.xid, why: fmt.Sprintf("reply chunk reports %d bytes, %d offered", n, len(oc.replyBuf))}
+		}
+		in.payload = oc.replyBuf[:n]
+		r.c.stats.ReplyChunks.Add(1)
+	}
+	if len(in.payload) < 4 || binary.BigEndian.Uint32(in.payload) != oc.xid {
+		return &replyError{xid: oc.xid, why: "RPC reply does not carry the call's XID"}
+	}
+	in.writes = oc.writeBufs
+	return nil
+}
+
+// CancelCall implements rpc.CallCanceler: it invalidates the call's
+// registrations at once. The call keeps its credit until the reply
+// arrives, which is then dropped.
+func (c *Conn) CancelCall(xid uint32) {
+	if c.req == nil {
+		return
+	}
+	r := c.req
+	r.mu.Lock()
+	oc := r.calls[xid]
+	var mrs []rdma.MR
+	if oc != nil && !oc.cancelled {
+		oc.cancelled = true
+		mrs, oc.mrs = oc.mrs, nil
+	}
+	r.mu.Unlock()
+	releaseAll(mrs)
+}
+
+// closeAll forgets every outstanding call when the connection ends.
+func (r *requester) closeAll(err error) {
+	r.credits.close(err)
+	r.mu.Lock()
+	calls := r.calls
+	r.calls = map[uint32]*outCall{}
+	r.mu.Unlock()
+	for _, oc := range calls {
+		releaseAll(oc.mrs)
+	}
+}

@@ -1,0 +1,457 @@
+package rpcrdma
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
+)
+
+// The responder: receiving calls (seed 002 sections 3.5-3.8, 4.2, 5) and
+// marshaling replies.
+//
+// Life of a call. The loop decodes and validates the transport header of
+// every message. Anything it cannot serve is answered at once with
+// RDMA_ERROR (ERR_VERS with the versions served, or ERR_CHUNK /
+// RDMA_ERR_BAD_HEADER), except an RDMA_ERROR, which is never answered, and
+// a message too short to carry an XID, which is dropped. Good calls go to
+// Recv, which pulls the call's read chunks with RDMA Reads (all of them at
+// once, as many in flight as the ORD allows), rebuilds the call as an
+// rpc.Body (a position-zero chunk becomes the XDR stream, data chunks
+// become held-apart items, with their XDR pad dropped if the requester sent
+// it) and remembers what the call offered for its reply. Send, called with
+// the reply, writes the reply's held-apart results into the write chunks in
+// order (never the pad), then sends the reply inline if it fits, else
+// writes it into the reply chunk and sends RDMA_NOMSG, else answers
+// ERR_CHUNK. Replies go out in the requester's version.
+
+type responder struct {
+	c     *Conn
+	grant uint32
+
+	mu      sync.Mutex
+	pending map[uint32][]*inCall // calls received and not yet answered
+}
+
+// inCall is what a received call offered for its reply.
+type inCall struct {
+	xid    uint32
+	vers   wire.Version
+	writes wire.WriteList
+	reply  wire.ReplyChunk
+	inv    rdma.STag // the one STag the call named, for Send With Invalidate; 0 if none or several
+}
+
+// onMessage handles a message received by a responder, on the loop. raw
+// holds the first bytes of an undecodable message.
+func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
+	c := r.c
+	h := &in.hdr
+	if derr != nil {
+		p, perr := wire.DecodePrefix(raw)
+		if perr != nil {
+			c.stats.Dropped.Add(1) // nothing to answer (seed 002 section 4.2)
+			return
+		}
+		var he *wire.HeaderError
+		errors.As(derr, &he)
+		if he != nil && he.Code == wire.ErrVers {
+			r.sendError(p.XID, c.versions[0], wire.ErrVers)
+			return
+		}
+		if len(raw) >= 16 && binary.BigEndian.Uint32(raw[12:]) == uint32(wire.RDMA_ERROR) {
+			c.stats.Dropped.Add(1) // never answer an RDMA_ERROR
+			return
+		}
+		c.log.Debug("rpcrdma: undecodable call", "xid", p.XID, "err", derr)
+		r.sendError(p.XID, r.answerVers(p.Vers), wire.ErrChunk)
+		return
+	}
+	if !c.supports(h.Vers) {
+		r.sendError(h.XID, c.versions[0], wire.ErrVers)
+		return
+	}
+	switch h.Proc {
+	case wire.RDMA_ERROR:
+		c.stats.ErrorsReceived.Add(1)
+		c.stats.Dropped.Add(1)
+		return
+	case wire.RDMA_DONE:
+		// Only meaningful after an RFC 5666 read-chunk reply, which this
+		// responder does not send.
+		c.stats.Dropped.Add(1)
+		return
+	case wire.RDMA_MSGP:
+		// RFC 8166 peers answer ERR_CHUNK (seed 002 section 3.9 padding
+		// is not supported here).
+		r.sendError(h.XID, h.Vers, wire.ErrChunk)
+		return
+	case wire.RDMA_OPTIONAL:
+		// No optional features are registered: seed 000 section 4.2.
+		r.sendError(h.XID, h.Vers, wire.ErrInvalOption)
+		return
+	}
+	lim := c.lim
+	lim.MaxHeaderSize = c.recvSize
+	if err := h.Validate(wire.DirCall, lim); err != nil {
+		c.log.Debug("rpcrdma: invalid call header", "xid", h.XID, "err", err)
+		r.sendError(h.XID, h.Vers, wire.ErrChunk)
+		return
+	}
+	if h.Proc == wire.RDMA_MSG && wire.PayloadDirection(in.payload) != wire.DirCall {
+		// A reply on the backward channel, which this responder did not
+		// open (RFC 8167), or not an RPC message at all.
+		c.stats.Dropped.Add(1)
+		return
+	}
+	c.deliver(*in)
+}
+
+// answerVers picks the version of an error reply: the requester's if we
+// speak it, else our lowest.
+func (r *responder) answerVers(v wire.Version) wire.Version {
+	if r.c.supports(v) {
+		return v
+	}
+	return r.c.versions[0]
+}
+
+// sendError answers xid with RDMA_ERROR. It runs on a goroutine of its own
+// because the loop must not wait for a send slot; the number of such
+// goroutines is bounded by the receives the requester can fill.
+func (r *responder) sendError(xid uint32, vers wire.Version, code wire.ErrorCode) {
+	c := r.c
+	h := &wire.Header{XID: xid, Vers: vers, Credits: r.grant, Proc: wire.RDMA_ERROR, Error: wire.ErrorBody{Code: code}}
+	if code == wire.ErrVers {
+		h.Error.Low, h.Error.High = c.versions[0], c.versions[len(c.versions)-1]
+	}
+	c.stats.ErrorsSent.Add(1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.sendMsg(ctx, h.Append, 0, false); err != nil {
+			c.log.Debug("rpcrdma: sending RDMA_ERROR", "xid", xid, "err", err)
+		}
+	}()
+}
+
+// recvCall turns a validated call into the rpc.Msg Recv returns, pulling
+// its read chunks. A call whose chunks do not fit together is answered
+// with ERR_CHUNK and reported with ok false; err is a connection failure.
+func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
+	c := r.c
+	h := &in.hdr
+	c.stats.CallsReceived.Add(1)
+	ic := &inCall{xid: h.XID, vers: h.Vers, writes: h.Chunks.Writes, reply: h.Chunks.Reply}
+	ic.inv = soleSTag(&h.Chunks)
+
+	var chunks []wire.ReadChunk
+	if len(h.Chunks.Reads) > 0 {
+		chunks = h.Chunks.Reads.Chunks(nil)
+	}
+	bufs, err := r.pull(chunks)
+	if err != nil {
+		return nil, false, err
+	}
+	m = &rpc.Msg{}
+	m.XDR = in.payload
+	if len(chunks) > 0 && chunks[0].Position == 0 {
+		m.XDR = bufs[0]
+		chunks, bufs = chunks[1:], bufs[1:]
+		c.stats.LongCalls.Add(1)
+	}
+	shift := 0
+	for i, ch := range chunks {
+		off := int(ch.Position) - shift
+		if off < 4 || off > len(m.XDR) || (len(m.Items) > 0 && off < m.Items[len(m.Items)-1].Offset+4) {
+			return r.refuse(ic, fmt.Sprintf("read chunk position %d outside the call", ch.Position))
+		}
+		n := int(binary.BigEndian.Uint32(m.XDR[off-4:]))
+		// The chunk holds the item's data, with or without its XDR pad
+		// (RFC 8166 section 3.4.5).
+		if got := len(bufs[i]); got != n && got != xdr.RoundUp(n) {
+			return r.refuse(ic, fmt.Sprintf("read chunk at position %d holds %d bytes, its length word says %d", ch.Position, got, n))
+		}
+		m.Items = append(m.Items, rpc.DDPItem{Offset: off, Data: bufs[i][:n]})
+		shift += xdr.RoundUp(n)
+	}
+	if xid, _, ok := rpc.PeekHeader(m.XDR); !ok || xid != h.XID {
+		return r.refuse(ic, "RPC call does not carry the transport header's XID")
+	}
+	r.mu.Lock()
+	r.pending[ic.xid] = append(r.pending[ic.xid], ic)
+	r.mu.Unlock()
+	return m, true, nil
+}
+
+// refuse answers a call with ERR_CHUNK from Recv.
+func (r *responder) refuse(ic *inCall, why string) (*rpc.Msg, bool, error) {
+	r.c.log.Debug("rpcrdma: refusing call", "xid", ic.xid, "why", why)
+	r.sendError(ic.xid, ic.vers, wire.ErrChunk)
+	return nil, false, nil
+}
+
+// soleSTag returns the handle every segment of the call's chunks names, if
+// there is exactly one, else 0 (the rule Linux follows for Send With
+// Invalidate, RFC 8166 has no field for it).
+func soleSTag(cl *wire.ChunkLists) rdma.STag {
+	var s uint32
+	seen := func(h uint32) bool {
+		if s == 0 {
+			s = h
+		}
+		return s == h
+	}
+	for _, rs := range cl.Reads {
+		if !seen(rs.Handle) {
+			return 0
+		}
+	}
+	for _, wc := range cl.Writes {
+		for _, seg := range wc {
+			if !seen(seg.Handle) {
+				return 0
+			}
+		}
+	}
+	for _, seg := range cl.Reply.Chunk {
+		if !seen(seg.Handle) {
+			return 0
+		}
+	}
+	return rdma.STag(s)
+}
+
+// pull reads every chunk into memory of its own, all Reads in flight at
+// once up to the ORD, and returns the chunks' contents.
+func (r *responder) pull(chunks []wire.ReadChunk) ([][]byte, error) {
+	if len(chunks) == 0 {
+		return nil, nil
+	}
+	c := r.c
+	maxMsg := max(c.rc.Limits().MaxMessageSize, 4096)
+	bufs := make([][]byte, len(chunks))
+	mrs := make([]rdma.MR, 0, len(chunks))
+	defer func() { releaseAll(mrs) }()
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	var firstErr error
+	ctx := context.Background()
+	for i, ch := range chunks {
+		n := ch.Length()
+		if n > uint64(maxChunk) {
+			return nil, fmt.Errorf("rpcrdma: read chunk of %d bytes exceeds %d", n, maxChunk)
+		}
+		bufs[i] = make([]byte, n)
+		mr, err := c.rc.Register(bufs[i], rdma.AccessLocalWrite)
+		if err != nil {
+			return nil, fmt.Errorf("rpcrdma: registering read sink: %w", err)
+		}
+		mrs = append(mrs, mr)
+		off := 0
+		for _, seg := range ch.Segments {
+			for done := 0; done < int(seg.Length); {
+				k := min(int(seg.Length)-done, maxMsg)
+				select {
+				case <-c.readSlots:
+				case <-c.done:
+					wg.Wait()
+					return nil, c.Err()
+				}
+				wr := &rdma.WorkRequest{
+					Op:         rdma.OpRead,
+					Local:      []rdma.SGE{{MR: mr, Offset: off, Length: k}},
+					RemoteSTag: rdma.STag(seg.Handle),
+					RemoteTO:   seg.Offset + uint64(done),
+				}
+				wg.Add(1)
+				err := c.post(ctx, wr, func(comp rdma.Completion) {
+					c.readSlots <- struct{}{}
+					if err := c.compErr(comp, "RDMA Read"); err != nil {
+						errMu.Lock()
+						if firstErr == nil {
+							firstErr = err
+						}
+						errMu.Unlock()
+					}
+					wg.Done()
+				})
+				if err != nil {
+					c.readSlots <- struct{}{}
+					wg.Done()
+					wg.Wait()
+					return nil, err
+				}
+				off += k
+				done += k
+			}
+		}
+		c.stats.ReadChunks.Add(1)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return bufs, nil
+}
+
+// maxChunk bounds the memory one read chunk can make the responder
+// allocate.
+const maxChunk = 64 << 20
+
+// sendReply sends the reply m to the call it answers.
+func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
+	c := r.c
+	xid, _, ok := rpc.PeekHeader(m.XDR)
+	if !ok {
+		return fmt.Errorf("rpcrdma: reply of %d bytes has no RPC header", len(m.XDR))
+	}
+	r.mu.Lock()
+	q := r.pending[xid]
+	var ic *inCall
+	if len(q) > 0 {
+		ic = q[0]
+		if len(q) == 1 {
+			delete(r.pending, xid)
+		} else {
+			r.pending[xid] = q[1:]
+		}
+	}
+	r.mu.Unlock()
+	if ic == nil {
+		return fmt.Errorf("rpcrdma: reply 0x%x answers no call received on this connection", xid)
+	}
+	neg := &c.negV[ic.vers]
+
+	h := &wire.Header{XID: xid, Vers: ic.vers, Credits: r.grant, Proc: wire.RDMA_MSG}
+	var mrs []rdma.MR
+	defer func() { releaseAll(mrs) }()
+	var writes []*rdma.WorkRequest
+
+	// Results into write chunks, in order; the rest inline.
+	h.Chunks.Writes = make(wire.WriteList, len(ic.writes))
+	for i, wc := range ic.writes {
+		h.Chunks.Writes[i] = append(wire.WriteChunk(nil), wc...)
+		for j := range h.Chunks.Writes[i] {
+			h.Chunks.Writes[i][j].Length = 0
+		}
+	}
+	pieces := make([][]byte, 0, 2*len(m.Items)+1)
+	prev, next := 0, 0
+	for _, it := range m.Items {
+		if it.Offset < prev || it.Offset > len(m.XDR) {
+			return fmt.Errorf("rpcrdma: reply 0x%x: result item at offset %d out of order", xid, it.Offset)
+		}
+		pieces = append(pieces, m.XDR[prev:it.Offset])
+		prev = it.Offset
+		if next >= len(ic.writes) || len(it.Data) == 0 {
+			pieces = append(pieces, it.Data, zeroPad[:xdr.Pad(len(it.Data))])
+			continue
+		}
+		wc := ic.writes[next]
+		if uint64(len(it.Data)) > wc.Length() {
+			r.sendError(xid, ic.vers, wire.ErrChunk)
+			return fmt.Errorf("rpcrdma: reply 0x%x: result of %d bytes exceeds write chunk %d of %d bytes", xid, len(it.Data), next, wc.Length())
+		}
+		mr, err := c.rc.Register(it.Data, 0)
+		if err != nil {
+			return fmt.Errorf("rpcrdma: registering result of reply 0x%x: %w", xid, err)
+		}
+		mrs = append(mrs, mr)
+		writes = appendWrites(writes, mr, 0, len(it.Data), wc, h.Chunks.Writes[next], c.rc.Limits().MaxMessageSize)
+		next++
+		c.stats.WriteChunks.Add(1)
+	}
+	pieces = append(pieces, m.XDR[prev:])
+	inlineLen := 0
+	for _, p := range pieces {
+		inlineLen += len(p)
+	}
+
+	if h.EncodedLen()+inlineLen > neg.sendLimit {
+		if !ic.reply.Present || ic.reply.Chunk.Length() < uint64(inlineLen) {
+			r.sendError(xid, ic.vers, wire.ErrChunk)
+			return fmt.Errorf("rpcrdma: reply 0x%x of %d bytes fits neither inline (%d) nor the reply chunk (%d bytes)", xid, inlineLen, neg.sendLimit, ic.reply.Chunk.Length())
+		}
+		flat := make([]byte, 0, inlineLen)
+		for _, p := range pieces {
+			flat = append(flat, p...)
+		}
+		mr, err := c.rc.Register(flat, 0)
+		if err != nil {
+			return fmt.Errorf("rpcrdma: registering reply 0x%x: %w", xid, err)
+		}
+		mrs = append(mrs, mr)
+		h.Chunks.Reply = wire.ReplyChunk{Present: true, Chunk: append(wire.WriteChunk(nil), ic.reply.Chunk...)}
+		for j := range h.Chunks.Reply.Chunk {
+			h.Chunks.Reply.Chunk[j].Length = 0
+		}
+		writes = appendWrites(writes, mr, 0, len(flat), ic.reply.Chunk, h.Chunks.Reply.Chunk, c.rc.Limits().MaxMessageSize)
+		h.Proc = wire.RDMA_NOMSG
+		pieces = nil
+		c.stats.ReplyChunks.Add(1)
+	} else {
+		c.stats.Inline.Add(1)
+	}
+
+	for _, wr := range writes {
+		if err := c.post(ctx, wr, func(rdma.Completion) {}); err != nil {
+			return err
+		}
+	}
+	var inv rdma.STag
+	if neg.peerInvalidates && !c.cfg.NoRemoteInvalidation {
+		inv = ic.inv
+	}
+	// Waiting for the Send's completion also waits for the Writes before
+	// it (completions return in posting order), so the caller's memory
+	// is free when Send returns.
+	err := c.sendMsg(ctx, func(b []byte) []byte {
+		b = h.Append(b)
+		for _, p := range pieces {
+			b = append(b, p...)
+		}
+		return b
+	}, inv, true)
+	if err == nil {
+		c.stats.RepliesSent.Add(1)
+	}
+	return err
+}
+
+// appendWrites appends the RDMA Writes that move length bytes at off of mr
+// into the segments of chunk, recording in filled (a copy of chunk) how
+// many bytes each segment received. Each Write carries at most maxMsg
+// bytes. The caller has checked that chunk is long enough.
+func appendWrites(wrs []*rdma.WorkRequest, mr rdma.MR, off, length int, chunk, filled wire.WriteChunk, maxMsg int) []*rdma.WorkRequest {
+	if maxMsg <= 0 {
+		maxMsg = 1 << 20
+	}
+	for j, seg := range chunk {
+		if length == 0 {
+			break
+		}
+		n := min(length, int(seg.Length))
+		for done := 0; done < n; {
+			k := min(n-done, maxMsg)
+			wrs = append(wrs, &rdma.WorkRequest{
+				Op:         rdma.OpWrite,
+				Local:      []rdma.SGE{{MR: mr, Offset: off, Length: k}},
+				RemoteSTag: rdma.STag(seg.Handle),
+				RemoteTO:   seg.Offset + uint64(done),
+			})
+			off += k
+			done += k
+		}
+		filled[j].Length = uint32(n)
+		length -= n
+	}
+	return wrs
+}
