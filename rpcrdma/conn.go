@@ -352,7 +352,7 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 	}
 	var raw []byte
 	if derr != nil {
-		raw = append([]byte(nil), msg[:min(len(msg), wire.PrefixLen)]...)
+		raw = append([]byte(nil), msg[:min(len(msg), wire.PrefixLen+4)]...)
 	}
 	if err := c.postRecv(slot); err != nil {
 		c.fail(err)

@@ -156,19 +156,24 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	if len(h.Chunks.Reads) > 0 {
 		chunks = h.Chunks.Reads.Chunks(nil)
 	}
-	bufs, err := r.pull(chunks)
-	if err != nil {
-		return nil, false, err
-	}
 	m = &rpc.Msg{}
 	m.XDR = in.payload
 	if len(chunks) > 0 && chunks[0].Position == 0 {
+		// A long call: the reduced message comes first, so the data
+		// chunks can be checked against it before they are pulled.
+		bufs, err := r.pull(chunks[:1])
+		if err != nil {
+			return nil, false, err
+		}
 		m.XDR = bufs[0]
-		chunks, bufs = chunks[1:], bufs[1:]
+		chunks = chunks[1:]
 		c.stats.LongCalls.Add(1)
 	}
+	// Check every data chunk against the length word it replaces before
+	// any RDMA Read: a chunk that does not fit costs the requester an
+	// ERR_CHUNK, not us a transfer.
 	shift := 0
-	for i, ch := range chunks {
+	for _, ch := range chunks {
 		off := int(ch.Position) - shift
 		if off < 4 || off > len(m.XDR) || (len(m.Items) > 0 && off < m.Items[len(m.Items)-1].Offset+4) {
 			return r.refuse(ic, fmt.Sprintf("read chunk position %d outside the call", ch.Position))
@@ -176,11 +181,19 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		n := int(binary.BigEndian.Uint32(m.XDR[off-4:]))
 		// The chunk holds the item's data, with or without its XDR pad
 		// (RFC 8166 section 3.4.5).
-		if got := len(bufs[i]); got != n && got != xdr.RoundUp(n) {
+		if got := ch.Length(); got != uint64(n) && got != uint64(xdr.RoundUp(n)) {
 			return r.refuse(ic, fmt.Sprintf("read chunk at position %d holds %d bytes, its length word says %d", ch.Position, got, n))
 		}
-		m.Items = append(m.Items, rpc.DDPItem{Offset: off, Data: bufs[i][:n]})
+		m.Items = append(m.Items, rpc.DDPItem{Offset: off, Data: nil})
 		shift += xdr.RoundUp(n)
+	}
+	bufs, err := r.pull(chunks)
+	if err != nil {
+		return nil, false, err
+	}
+	for i := range m.Items {
+		n := binary.BigEndian.Uint32(m.XDR[m.Items[i].Offset-4:])
+		m.Items[i].Data = bufs[i][:n]
 	}
 	if xid, _, ok := rpc.PeekHeader(m.XDR); !ok || xid != h.XID {
 		return r.refuse(ic, "RPC call does not carry the transport header's XID")

@@ -1,0 +1,297 @@
+package rpcrdma
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/loopback"
+	"github.com/go-rpcrdma/rpcrdma/rdma/rdmatest"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
+)
+
+// rawPeer is a requester written by hand on the bare provider: it sends
+// whatever bytes a test gives it to a responder and reads what comes back.
+type rawPeer struct {
+	rc   rdma.Conn
+	recv rdma.MR
+	send rdma.MR
+	cs   []rdma.Completion
+}
+
+const rawSlots, rawSize = 8, 8192
+
+// newResponder starts a responder serving testServer and connects a
+// rawPeer to it. The responder is closed at cleanup.
+func newResponder(t testing.TB, cfg *Config) (*rawPeer, <-chan *Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	net := loopback.New()
+	l, err := Listen(ctx, net, "", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := testServer()
+	conns := make(chan *Conn, 1)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := l.Accept(context.Background())
+		if err != nil {
+			return
+		}
+		conns <- c
+		srv.Serve(c)
+		c.Close()
+	}()
+	p := &rawPeer{cs: make([]rdma.Completion, 4)}
+	rc, err := net.Dial(ctx, l.Addr().String(), rdma.ConnConfig{
+		PrivateData: wire.PrivateData{SendSize: 4096, ReceiveSize: rawSize, RemoteInvalidation: true}.Append(nil),
+		Prepare: func(rc rdma.Conn) error {
+			var err error
+			if p.recv, err = rc.Alloc(rawSlots*rawSize, rdma.AccessLocalWrite); err != nil {
+				return err
+			}
+			for i := 0; i < rawSlots; i++ {
+				if err := rc.PostRecv(uint64(i), []rdma.SGE{{MR: p.recv, Offset: i * rawSize, Length: rawSize}}); err != nil {
+					return err
+				}
+			}
+			p.send, err = rc.Alloc(rawSize, 0)
+			return err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.rc = rc
+	t.Cleanup(func() {
+		rc.Close()
+		l.Close()
+		srv.Close()
+		<-served
+	})
+	return p, conns
+}
+
+// exchange sends msg and returns the next message received within wait,
+// or nil if none came. It reposts the receive it consumed.
+func (p *rawPeer) exchange(t testing.TB, msg []byte, wait time.Duration) []byte {
+	t.Helper()
+	out, err := p.tryExchange(msg, wait)
+	if err != nil {
+		t.Fatalf("posting: %v", err)
+	}
+	return out
+}
+
+// tryExchange is exchange reporting a connection that has ended.
+func (p *rawPeer) tryExchange(msg []byte, wait time.Duration) ([]byte, error) {
+	copy(p.send.Bytes(), msg)
+	err := p.rc.PostSend(&rdma.WorkRequest{ID: 1000, Op: rdma.OpSend, Local: []rdma.SGE{{MR: p.send, Length: len(msg)}}})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for {
+		n, err := p.rc.Wait(ctx, p.cs)
+		if err != nil {
+			return nil, nil
+		}
+		for _, c := range p.cs[:n] {
+			if c.Op != rdma.OpRecv {
+				continue
+			}
+			slot := int(c.ID)
+			out := append([]byte(nil), p.recv.Bytes()[slot*rawSize:slot*rawSize+c.Len]...)
+			p.rc.PostRecv(c.ID, []rdma.SGE{{MR: p.recv, Offset: slot * rawSize, Length: rawSize}})
+			return out, nil
+		}
+	}
+}
+
+// nullCall is an inline RDMA_MSG carrying a NULL call to testProg.
+func nullCall(xid uint32, vers wire.Version) []byte {
+	h := wire.Header{XID: xid, Vers: vers, Credits: 8, Proc: wire.RDMA_MSG}
+	b := h.Append(nil)
+	ch := rpc.CallHeader{XID: xid, RPCVers: 2, Prog: testProg, Vers: testVers, Proc: 0}
+	return ch.Append(b)
+}
+
+func hdr(xid uint32, words ...uint32) []byte {
+	b := xdr.AppendUint32(nil, xid)
+	for _, w := range words {
+		b = xdr.AppendUint32(b, w)
+	}
+	return b
+}
+
+// TestResponderRejects sends one malformed message per class and checks the
+// answer: ERR_CHUNK (v2: RDMA_ERR_BAD_HEADER), ERR_VERS with the range, or
+// nothing at all; after each, the connection still serves a good call.
+func TestResponderRejects(t *testing.T) {
+	const xid = 0x0badc0de
+	call := nullCall(xid, 1)[16:] // the RPC call, after a 16-byte prefix
+	tests := []struct {
+		name string
+		msg  []byte
+		want wire.ErrorCode // 0: no answer
+		vers wire.Version
+	}{
+		{"too-short-to-answer", hdr(xid, 1), 0, 0},
+		{"unknown-version", hdr(xid, 7, 1, 0, 0, 0, 0), wire.ErrVers, 1},
+		{"unknown-proc", hdr(xid, 1, 1, 9, 0, 0, 0), wire.ErrChunk, 1},
+		{"truncated-chunk-lists", hdr(xid, 1, 1, 0, 0, 0), wire.ErrChunk, 1},
+		{"bad-discriminator", hdr(xid, 1, 1, 0, 2, 0, 0), wire.ErrChunk, 1},
+		{"misaligned-position", append(hdr(xid, 1, 1, 0, 1, 6, 0x100, 16, 0, 0, 0, 0, 0), call...), wire.ErrChunk, 1},
+		{"position-zero-in-rdma-msg", append(hdr(xid, 1, 1, 0, 1, 0, 0x100, 16, 0, 0, 0, 0, 0), call...), wire.ErrChunk, 1},
+		{"nomsg-without-chunk", hdr(xid, 1, 1, 1, 0, 0, 0), wire.ErrChunk, 1},
+		{"empty-write-chunk", append(hdr(xid, 1, 1, 0, 0, 1, 0, 0, 0), call...), wire.ErrChunk, 1},
+		{"write-count-beyond-message", append(hdr(xid, 1, 1, 0, 0, 1, 0x7fffffff), call...), wire.ErrChunk, 1},
+		{"read-chunk-outside-call", append(hdr(xid, 1, 1, 0, 1, 4000, 0x100, 16, 0, 0, 0, 0, 0), call...), wire.ErrChunk, 1},
+		{"msgp-disabled", hdr(xid, 1, 1, 2, 4, 1024, 0, 0, 0), wire.ErrChunk, 1},
+		{"rdma-done-ignored", hdr(xid, 1, 1, 3), 0, 0},
+		{"rdma-error-never-answered", hdr(xid, 1, 1, 4, 2), 0, 0},
+		{"undecodable-rdma-error", hdr(xid, 1, 1, 4, 1), 0, 0},
+		{"v2-unknown-option", hdr(xid, 2, 1, 5, 77, 0), wire.ErrInvalOption, 2},
+		{"v2-bad-header", hdr(xid, 2, 1, 0, 3, 0, 0), wire.ErrBadHeader, 2},
+		{"v2-reserved-msgp", hdr(xid, 2, 1, 2), wire.ErrBadHeader, 2},
+		{"trailing-bytes-after-nomsg", append(hdr(xid, 1, 1, 1, 1, 0, 0x100, 16, 0, 0, 0, 0, 0), 1, 2, 3, 4), wire.ErrChunk, 1},
+		{"rpc-reply-instead-of-call", append(hdr(xid, 1, 1, 0, 0, 0, 0), hdr(xid, 1, 0, 0, 0, 0)...), 0, 0},
+	}
+	p, _ := newResponder(t, nil)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wait := 2 * time.Second
+			if tt.want == 0 {
+				wait = 100 * time.Millisecond
+			}
+			got := p.exchange(t, tt.msg, wait)
+			if tt.want == 0 {
+				if got != nil {
+					t.Fatalf("answered %x, want no answer", got)
+				}
+			} else {
+				var h wire.Header
+				if _, err := h.Decode(got); err != nil {
+					t.Fatalf("answer %x: %v", got, err)
+				}
+				if h.XID != xid || h.Proc != wire.RDMA_ERROR || h.Error.Code != tt.want || h.Vers != tt.vers || h.Credits == 0 {
+					t.Fatalf("answer %v, want %v RDMA_ERROR in version %d with credits", &h, tt.want.Name(tt.vers), tt.vers)
+				}
+				if tt.want == wire.ErrVers && (h.Error.Low != 1 || h.Error.High != 2) {
+					t.Fatalf("ERR_VERS range %d..%d, want 1..2", h.Error.Low, h.Error.High)
+				}
+			}
+			// The connection carries on.
+			good := uint32(0x1000 + i)
+			rep := p.exchange(t, nullCall(good, 1), 2*time.Second)
+			var h wire.Header
+			n, err := h.Decode(rep)
+			if err != nil || h.Proc != wire.RDMA_MSG || h.XID != good {
+				t.Fatalf("good call after %s: %v %v", tt.name, &h, err)
+			}
+			var rh rpc.ReplyHeader
+			d := xdr.NewDecoder(rep[n:])
+			if err := rh.Decode(&d); err != nil || rh.XID != good || rh.AcceptStat != rpc.Success {
+				t.Fatalf("reply %+v %v", rh, err)
+			}
+		})
+	}
+}
+
+// TestResponderBadSTag offers a read chunk naming an STag that does not
+// exist: the responder's RDMA Read fails, which ends that connection (as on
+// hardware) without harming the responder process.
+func TestResponderBadSTag(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	p, conns := newResponder(t, nil)
+	var args rpc.Body
+	args.AppendDDPOpaque(make([]byte, 5000))
+	call := (&rpc.CallHeader{XID: 9, RPCVers: 2, Prog: testProg, Vers: testVers, Proc: procSum}).Append(nil)
+	pos := len(call) + 4
+	call = append(call, args.XDR...)
+	h := wire.Header{XID: 9, Vers: 1, Credits: 1, Proc: wire.RDMA_MSG}
+	h.Chunks.Reads = wire.ReadList{{Position: uint32(pos), Segment: wire.Segment{Handle: 0xdead01, Length: 5000, Offset: 0}}}
+	msg := append(h.Append(nil), call...)
+	if got := p.exchange(t, msg, 200*time.Millisecond); got != nil {
+		t.Fatalf("answered %x", got)
+	}
+	c := <-conns
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("responder connection survived a failed RDMA Read")
+	}
+	var te rdma.TerminateError
+	if err := c.Err(); !errors.As(err, &te) {
+		t.Fatalf("responder ended with %v, want a TerminateError", err)
+	}
+}
+
+// FuzzResponder feeds arbitrary Send payloads to a responder's receive
+// path. Whatever arrives, the responder must not panic, must answer with
+// nothing or a well-formed RDMA_ERROR or reply, and must either keep
+// serving or end that connection cleanly.
+func FuzzResponder(f *testing.F) {
+	f.Add(nullCall(1, 1))
+	f.Add(nullCall(2, 2))
+	f.Add(hdr(3, 1, 1, 0, 1, 6, 0x100, 16, 0, 0, 0, 0, 0))
+	f.Add(hdr(4, 7, 1, 0))
+	f.Add(hdr(5, 2, 1, 5, 77, 4, 0xdeadbeef))
+	f.Add(hdr(6, 1, 1, 1, 1, 0, 0x100, 64, 0, 0, 0, 0, 0))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		if len(msg) > 4096 {
+			return
+		}
+		p, conns := newResponder(t, nil)
+		c := <-conns
+		// ended waits for the responder connection to end, as it must
+		// when the raw side can no longer post.
+		ended := func(why error) {
+			select {
+			case <-c.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatalf("raw side failed (%v) but the responder connection lives", why)
+			}
+		}
+		got, err := p.tryExchange(msg, 50*time.Millisecond)
+		if err != nil {
+			ended(err)
+			return
+		}
+		if got != nil {
+			var h wire.Header
+			if _, err := h.Decode(got); err != nil {
+				t.Fatalf("responder sent an undecodable message %x: %v", got, err)
+			}
+			if h.Credits == 0 {
+				t.Fatalf("responder granted zero credits: %v", &h)
+			}
+			if len(msg) >= 4 && h.XID != binary.BigEndian.Uint32(msg) {
+				t.Fatalf("answer %v does not carry the xid of %x", &h, msg[:4])
+			}
+		}
+		rep, err := p.tryExchange(nullCall(0x77777777, 1), 2*time.Second)
+		if err != nil {
+			ended(err)
+			return
+		}
+		var h wire.Header
+		if _, err := h.Decode(rep); err != nil || h.XID != 0x77777777 {
+			select {
+			case <-c.Done():
+			default:
+				t.Fatalf("responder alive but not answering after %x: %v %v", msg, &h, err)
+			}
+		}
+	})
+}
