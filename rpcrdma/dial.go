@@ -68,9 +68,16 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 			c.fail(err)
 			return nil, c.Err()
 		}
-		if ok {
-			return m, nil
+		if !ok {
+			continue
 		}
+		if rep, ok := c.resp.configReply(m); ok {
+			if err := c.resp.sendReply(context.Background(), rep); err != nil {
+				c.log.Debug("rpcrdma: answering CONF_RDMA", "err", err)
+			}
+			continue
+		}
+		return m, nil
 	}
 }
 

@@ -545,3 +545,33 @@ func TestCloseFailsCalls(t *testing.T) {
 		t.Fatal("call not failed by Close")
 	}
 }
+
+// TestConfRDMA calls the Connection Configuration Protocol, which every
+// responder serves whatever its rpc.Server handles.
+func TestConfRDMA(t *testing.T) {
+	p := newPair(t, nil, &Config{InlineRecv: 8192})
+	ctx := ctxT(t)
+	cr, err := QueryConfig(ctx, p.cli, wire.ConfigReq{MaxCallSendSize: 4096, MaxReplySendSize: 4096, MaxRDMARead: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.MaxCallSendSize != 8192 || cr.MaxRDMARead == 0 || cr.Align != 0 {
+		t.Fatalf("CONF_RDMA answered %v", cr)
+	}
+	if err := p.cli.Null(ctx, wire.ConfigProgram, wire.ConfigVersion); err != nil {
+		t.Fatalf("NULL to program 100417: %v", err)
+	}
+	_, err = p.cli.Call(ctx, &rpc.Request{Prog: wire.ConfigProgram, Vers: 2, Proc: 1})
+	var ae *rpc.AcceptError
+	if !errors.As(err, &ae) || ae.Stat != rpc.ProgMismatch || ae.Low != 1 || ae.High != 1 {
+		t.Fatalf("version 2: %v, want PROG_MISMATCH 1..1", err)
+	}
+	_, err = p.cli.Call(ctx, &rpc.Request{Prog: wire.ConfigProgram, Vers: 1, Proc: 9})
+	if !errors.As(err, &ae) || ae.Stat != rpc.ProcUnavail {
+		t.Fatalf("procedure 9: %v, want PROC_UNAVAIL", err)
+	}
+	_, err = p.cli.Call(ctx, &rpc.Request{Prog: wire.ConfigProgram, Vers: 1, Proc: 1, Args: rpc.Body{XDR: []byte{0, 0, 0, 1}}})
+	if !errors.As(err, &ae) || ae.Stat != rpc.GarbageArgs {
+		t.Fatalf("short arguments: %v, want GARBAGE_ARGS", err)
+	}
+}
