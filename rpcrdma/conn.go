@@ -88,38 +88,78 @@ type Stats struct {
 	RepliesReceived atomic.Uint64
 	CallsReceived   atomic.Uint64
 	RepliesSent     atomic.Uint64
-	Inline          atomic.Uint64 // messages sent whole in a Send
-	ReadChunks      atomic.Uint64 // read chunks sent (requester) or pulled (responder)
-	WriteChunks     atomic.Uint64 // write chunks offered (requester) or filled (responder)
-	ReplyChunks     atomic.Uint64 // replies carried in a reply chunk
-	LongCalls       atomic.Uint64 // calls carried in a position-zero read chunk
-	ErrorsSent      atomic.Uint64 // RDMA_ERROR messages sent
-	ErrorsReceived  atomic.Uint64 // RDMA_ERROR messages received
-	Dropped         atomic.Uint64 // messages dropped: unanswerable, unmatched, or RDMA_ERROR to a responder
-	RemoteInvalid   atomic.Uint64 // STags the peer invalidated with Send With Invalidate
-	VersionFallback atomic.Uint64 // calls resent in Version One after ERR_VERS
+	Inline          atomic.Uint64    // messages sent whole in a Send
+	ReadChunks      atomic.Uint64    // read chunks sent (requester) or pulled (responder)
+	WriteChunks     atomic.Uint64    // write chunks offered (requester) or filled (responder)
+	ReplyChunks     atomic.Uint64    // replies carried in a reply chunk
+	LongCalls       atomic.Uint64    // calls carried in a position-zero read chunk
+	InlineBytes     atomic.Uint64    // bytes of messages sent in a Send, transport headers included
+	ReadChunkBytes  atomic.Uint64    // bytes offered (requester) or pulled (responder) in read chunks, long calls included
+	WriteChunkBytes atomic.Uint64    // bytes placed in write chunks
+	ReplyChunkBytes atomic.Uint64    // bytes of replies carried in reply chunks
+	ErrorsSent      [4]atomic.Uint64 // RDMA_ERROR messages sent, by code (index 0: unknown codes)
+	ErrorsReceived  [4]atomic.Uint64 // RDMA_ERROR messages received, by code
+	Registered      atomic.Int64     // bytes of memory registered now, buffer rings included
+	Dropped         atomic.Uint64    // messages dropped: unanswerable, unmatched, or RDMA_ERROR to a responder
+	RemoteInvalid   atomic.Uint64    // STags the peer invalidated with Send With Invalidate
+	VersionFallback atomic.Uint64    // calls resent in Version One after ERR_VERS
 }
 
-// StatsSnapshot is a copy of Stats at one moment.
+func (s *Stats) countError(code wire.ErrorCode, sent bool) {
+	i := int(code)
+	if i >= len(s.ErrorsSent) {
+		i = 0
+	}
+	if sent {
+		s.ErrorsSent[i].Add(1)
+	} else {
+		s.ErrorsReceived[i].Add(1)
+	}
+}
+
+// StatsSnapshot is a copy of Stats at one moment. ErrorsSent and
+// ErrorsReceived are indexed by error code (ERR_VERS 1, ERR_CHUNK or
+// RDMA_ERR_BAD_HEADER 2, RDMA_ERR_INVAL_OPTION 3; 0 for other codes).
 type StatsSnapshot struct {
-	CallsSent, RepliesReceived, CallsReceived, RepliesSent  uint64
-	Inline, ReadChunks, WriteChunks, ReplyChunks, LongCalls uint64
-	ErrorsSent, ErrorsReceived, Dropped, RemoteInvalid      uint64
-	VersionFallback                                         uint64
+	CallsSent, RepliesReceived, CallsReceived, RepliesSent        uint64
+	Inline, ReadChunks, WriteChunks, ReplyChunks, LongCalls       uint64
+	InlineBytes, ReadChunkBytes, WriteChunkBytes, ReplyChunkBytes uint64
+	ErrorsSent, ErrorsReceived                                    [4]uint64
+	Dropped, RemoteInvalid, VersionFallback                       uint64
+	Registered                                                    int64
+	CallsPending                                                  int
 }
 
 // Stats returns the connection's counters.
 func (c *Conn) Stats() StatsSnapshot {
 	s := &c.stats
-	return StatsSnapshot{
+	snap := StatsSnapshot{
 		CallsSent: s.CallsSent.Load(), RepliesReceived: s.RepliesReceived.Load(),
 		CallsReceived: s.CallsReceived.Load(), RepliesSent: s.RepliesSent.Load(),
 		Inline: s.Inline.Load(), ReadChunks: s.ReadChunks.Load(), WriteChunks: s.WriteChunks.Load(),
 		ReplyChunks: s.ReplyChunks.Load(), LongCalls: s.LongCalls.Load(),
-		ErrorsSent: s.ErrorsSent.Load(), ErrorsReceived: s.ErrorsReceived.Load(),
+		InlineBytes: s.InlineBytes.Load(), ReadChunkBytes: s.ReadChunkBytes.Load(),
+		WriteChunkBytes: s.WriteChunkBytes.Load(), ReplyChunkBytes: s.ReplyChunkBytes.Load(),
 		Dropped: s.Dropped.Load(), RemoteInvalid: s.RemoteInvalid.Load(),
 		VersionFallback: s.VersionFallback.Load(),
+		Registered:      s.Registered.Load(),
 	}
+	for i := range s.ErrorsSent {
+		snap.ErrorsSent[i] = s.ErrorsSent[i].Load()
+		snap.ErrorsReceived[i] = s.ErrorsReceived[i].Load()
+	}
+	if c.req != nil {
+		c.req.mu.Lock()
+		snap.CallsPending = len(c.req.calls)
+		c.req.mu.Unlock()
+	} else if c.resp != nil {
+		c.resp.mu.Lock()
+		for _, q := range c.resp.pending {
+			snap.CallsPending += len(q)
+		}
+		c.resp.mu.Unlock()
+	}
+	return snap
 }
 
 // Info describes what a connection negotiated.
@@ -176,6 +216,7 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	if err != nil {
 		return fmt.Errorf("rpcrdma: allocating %d receive buffers: %w", c.recvSlots, err)
 	}
+	c.stats.Registered.Add(int64(c.recvSlots * c.recvSize))
 	for i := 0; i < c.recvSlots; i++ {
 		if err := c.postRecv(i); err != nil {
 			return err
@@ -190,6 +231,7 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	if err != nil {
 		return fmt.Errorf("rpcrdma: allocating %d send buffers: %w", nsend, err)
 	}
+	c.stats.Registered.Add(int64(nsend * c.sendSize))
 	c.sendFree = make(chan int, nsend)
 	for i := 0; i < nsend; i++ {
 		c.sendFree <- i
@@ -434,6 +476,7 @@ func (c *Conn) sendMsg(ctx context.Context, fill func([]byte) []byte, inv rdma.S
 	if wait {
 		result = make(chan error, 1)
 	}
+	c.stats.InlineBytes.Add(uint64(len(msg)))
 	err := c.post(ctx, wr, func(comp rdma.Completion) {
 		c.sendFree <- slot
 		if result != nil {

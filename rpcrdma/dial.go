@@ -155,20 +155,13 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest) (*Conn, err
 	return c, nil
 }
 
-// Serve accepts connections on l and serves srv on each until l is closed
-// or ctx ends. It closes the connections it accepted before returning.
+// Serve accepts connections on l and serves srv on each, until l is
+// closed or ctx ends. It returns after that and after every connection it
+// accepted has ended: end them gracefully with srv.Shutdown (in-flight
+// calls complete first) or at once with srv.Close.
 func Serve(ctx context.Context, l *Listener, srv *rpc.Server) error {
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[*Conn]struct{}{}
-	defer func() {
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	}()
+	defer wg.Wait()
 	for {
 		c, err := l.Accept(ctx)
 		if err != nil {
@@ -177,17 +170,11 @@ func Serve(ctx context.Context, l *Listener, srv *rpc.Server) error {
 			}
 			return err
 		}
-		mu.Lock()
-		conns[c] = struct{}{}
-		mu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			srv.Serve(c)
 			c.Close()
-			mu.Lock()
-			delete(conns, c)
-			mu.Unlock()
 		}()
 	}
 }

@@ -286,8 +286,25 @@ func TestDataPaths(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newPair(t, tt.cfg, nil)
+			cbase, sbase := p.conn.Stats().Registered, p.resp.Stats().Registered
 			tt.check(t, p)
 			s := p.conn.Stats()
+			if s.Registered != cbase || s.CallsPending != 0 {
+				t.Errorf("requester: %d bytes registered after the call (%d before), %d calls pending", s.Registered, cbase, s.CallsPending)
+			}
+			// The responder releases a reply's registrations when its
+			// Send completes, which may be just after the requester has
+			// the reply.
+			deadline := time.Now().Add(5 * time.Second)
+			for p.resp.Stats().Registered != sbase && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if r := p.resp.Stats(); r.Registered != sbase || r.CallsPending != 0 {
+				t.Errorf("responder: %d bytes registered after the call (%d before), %d calls pending", r.Registered, sbase, r.CallsPending)
+			}
+			if s.ReadChunks > 0 && s.ReadChunkBytes == 0 || s.ReplyChunks > 0 && s.ReplyChunkBytes == 0 || s.InlineBytes == 0 {
+				t.Errorf("byte counters not kept: %+v", s)
+			}
 			got := want{s.Inline, s.ReadChunks, s.WriteChunks, s.ReplyChunks, s.LongCalls}
 			if got != tt.want {
 				t.Errorf("requester counters %+v, want %+v", got, tt.want)

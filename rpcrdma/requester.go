@@ -97,13 +97,13 @@ func (r *requester) send(ctx context.Context, oc *outCall, v wire.Version) error
 	oc.vers = v
 	hdr, pieces, err := r.marshal(oc, v)
 	if err != nil {
-		releaseAll(oc.mrs)
+		c.releaseAll(oc.mrs)
 		return err
 	}
 	r.mu.Lock()
 	if _, dup := r.calls[oc.xid]; dup {
 		r.mu.Unlock()
-		releaseAll(oc.mrs)
+		c.releaseAll(oc.mrs)
 		return fmt.Errorf("rpcrdma: call 0x%x already outstanding", oc.xid)
 	}
 	r.calls[oc.xid] = oc
@@ -119,7 +119,7 @@ func (r *requester) send(ctx context.Context, oc *outCall, v wire.Version) error
 		r.mu.Lock()
 		delete(r.calls, oc.xid)
 		r.mu.Unlock()
-		releaseAll(oc.mrs)
+		c.releaseAll(oc.mrs)
 		return err
 	}
 	c.stats.CallsSent.Add(1)
@@ -154,7 +154,7 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 			shift += xdr.RoundUp(len(it.Data))
 			continue
 		}
-		mr, err := c.rc.Register(it.Data, rdma.AccessRemoteRead)
+		mr, err := c.register(it.Data, rdma.AccessRemoteRead)
 		if err != nil {
 			return nil, nil, fmt.Errorf("rpcrdma: registering read chunk of call 0x%x: %w", oc.xid, err)
 		}
@@ -165,12 +165,13 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 		})
 		shift += xdr.RoundUp(len(it.Data))
 		c.stats.ReadChunks.Add(1)
+		c.stats.ReadChunkBytes.Add(uint64(len(it.Data)))
 	}
 	pieces = append(pieces, m.XDR[prev:])
 	inlineLen += len(m.XDR) - prev
 
 	for _, buf := range m.ResultBufs {
-		mr, err := c.rc.Register(buf, rdma.AccessRemoteWrite)
+		mr, err := c.register(buf, rdma.AccessRemoteWrite)
 		if err != nil {
 			return nil, nil, fmt.Errorf("rpcrdma: registering write chunk of call 0x%x: %w", oc.xid, err)
 		}
@@ -187,7 +188,7 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 	replyHdr := 28 + hdr.Chunks.Writes.EncodedLen() - 4
 	if m.MaxReply > 0 && replyHdr+m.MaxReply > neg.replyLimit {
 		oc.replyBuf = make([]byte, xdr.RoundUp(m.MaxReply))
-		mr, err := c.rc.Register(oc.replyBuf, rdma.AccessRemoteWrite)
+		mr, err := c.register(oc.replyBuf, rdma.AccessRemoteWrite)
 		if err != nil {
 			return nil, nil, fmt.Errorf("rpcrdma: registering reply chunk of call 0x%x: %w", oc.xid, err)
 		}
@@ -204,7 +205,7 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 		for _, p := range pieces {
 			long = append(long, p...)
 		}
-		mr, err := c.rc.Register(long, rdma.AccessRemoteRead)
+		mr, err := c.register(long, rdma.AccessRemoteRead)
 		if err != nil {
 			return nil, nil, fmt.Errorf("rpcrdma: registering long call 0x%x: %w", oc.xid, err)
 		}
@@ -214,6 +215,7 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 		hdr.Proc = wire.RDMA_NOMSG
 		pieces = nil
 		c.stats.LongCalls.Add(1)
+		c.stats.ReadChunkBytes.Add(uint64(len(long)))
 		if hdr.EncodedLen() > neg.sendLimit {
 			return nil, nil, fmt.Errorf("%w: call 0x%x needs a %d-byte transport header, inline limit %d", ErrCallTooLarge, oc.xid, hdr.EncodedLen(), neg.sendLimit)
 		}
@@ -228,8 +230,20 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 	return hdr, pieces, nil
 }
 
-func releaseAll(mrs []rdma.MR) {
+// register registers b on the connection and counts it as registered
+// memory.
+func (c *Conn) register(b []byte, access rdma.Access) (rdma.MR, error) {
+	mr, err := c.rc.Register(b, access)
+	if err == nil {
+		c.stats.Registered.Add(int64(len(b)))
+	}
+	return mr, err
+}
+
+// releaseAll deregisters mrs, which register returned.
+func (c *Conn) releaseAll(mrs []rdma.MR) {
 	for _, mr := range mrs {
+		c.stats.Registered.Add(-int64(len(mr.Bytes())))
 		mr.Release()
 	}
 }
@@ -265,7 +279,7 @@ func (r *requester) onMessage(in *inbound, derr error) {
 
 	switch h.Proc {
 	case wire.RDMA_ERROR:
-		c.stats.ErrorsReceived.Add(1)
+		c.stats.countError(h.Error.Code, false)
 		if r.fallback(h) {
 			return
 		}
@@ -299,7 +313,7 @@ func (r *requester) fallback(h *wire.Header) bool {
 	r.vers.Store(uint32(wire.Version1))
 	c.stats.VersionFallback.Add(1)
 	c.log.Info("rpcrdma: responder answered ERR_VERS; falling back to version 1", "xid", h.XID, "low", h.Error.Low, "high", h.Error.High)
-	releaseAll(oc.mrs)
+	c.releaseAll(oc.mrs)
 	oc.mrs, oc.writeBufs, oc.replyBuf = nil, nil, nil
 	// The resend posts to the send queue, which the loop must not wait on.
 	go func() {
@@ -332,7 +346,7 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 	// An STag the responder invalidated with Send With Invalidate
 	// (comp.InvalidatedSTag) needs no local invalidation, but is still
 	// deregistered.
-	releaseAll(oc.mrs)
+	c.releaseAll(oc.mrs)
 	r.credits.release()
 	if oc.cancelled {
 		c.stats.Dropped.Add(1)
@@ -374,9 +388,13 @@ func (r *requester) checkReply(oc *outCall, in *inbound) error {
 		}
 		in.payload = oc.replyBuf[:n]
 		r.c.stats.ReplyChunks.Add(1)
+		r.c.stats.ReplyChunkBytes.Add(n)
 	}
 	if len(in.payload) < 4 || binary.BigEndian.Uint32(in.payload) != oc.xid {
 		return &replyError{xid: oc.xid, why: "RPC reply does not carry the call's XID"}
+	}
+	for _, wc := range h.Chunks.Writes {
+		r.c.stats.WriteChunkBytes.Add(wc.Length())
 	}
 	in.writes = oc.writeBufs
 	return nil
@@ -398,7 +416,7 @@ func (c *Conn) CancelCall(xid uint32) {
 		mrs, oc.mrs = oc.mrs, nil
 	}
 	r.mu.Unlock()
-	releaseAll(mrs)
+	c.releaseAll(mrs)
 }
 
 // closeAll forgets every outstanding call when the connection ends.
@@ -409,6 +427,6 @@ func (r *requester) closeAll(err error) {
 	r.calls = map[uint32]*outCall{}
 	r.mu.Unlock()
 	for _, oc := range calls {
-		releaseAll(oc.mrs)
+		r.c.releaseAll(oc.mrs)
 	}
 }

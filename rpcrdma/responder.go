@@ -80,7 +80,7 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 	}
 	switch h.Proc {
 	case wire.RDMA_ERROR:
-		c.stats.ErrorsReceived.Add(1)
+		c.stats.countError(h.Error.Code, false)
 		c.stats.Dropped.Add(1)
 		return
 	case wire.RDMA_DONE:
@@ -132,7 +132,7 @@ func (r *responder) sendError(xid uint32, vers wire.Version, code wire.ErrorCode
 	if code == wire.ErrVers {
 		h.Error.Low, h.Error.High = c.versions[0], c.versions[len(c.versions)-1]
 	}
-	c.stats.ErrorsSent.Add(1)
+	c.stats.countError(code, true)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -252,7 +252,7 @@ func (r *responder) pull(chunks []wire.ReadChunk) ([][]byte, error) {
 	maxMsg := max(c.rc.Limits().MaxMessageSize, 4096)
 	bufs := make([][]byte, len(chunks))
 	mrs := make([]rdma.MR, 0, len(chunks))
-	defer func() { releaseAll(mrs) }()
+	defer func() { c.releaseAll(mrs) }()
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
 	var firstErr error
@@ -263,7 +263,7 @@ func (r *responder) pull(chunks []wire.ReadChunk) ([][]byte, error) {
 			return nil, fmt.Errorf("rpcrdma: read chunk of %d bytes exceeds %d", n, maxChunk)
 		}
 		bufs[i] = make([]byte, n)
-		mr, err := c.rc.Register(bufs[i], rdma.AccessLocalWrite)
+		mr, err := c.register(bufs[i], rdma.AccessLocalWrite)
 		if err != nil {
 			return nil, fmt.Errorf("rpcrdma: registering read sink: %w", err)
 		}
@@ -307,6 +307,7 @@ func (r *responder) pull(chunks []wire.ReadChunk) ([][]byte, error) {
 			}
 		}
 		c.stats.ReadChunks.Add(1)
+		c.stats.ReadChunkBytes.Add(n)
 	}
 	wg.Wait()
 	if firstErr != nil {
@@ -345,7 +346,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 
 	h := &wire.Header{XID: xid, Vers: ic.vers, Credits: r.grant, Proc: wire.RDMA_MSG}
 	var mrs []rdma.MR
-	defer func() { releaseAll(mrs) }()
+	defer func() { c.releaseAll(mrs) }()
 	var writes []*rdma.WorkRequest
 
 	// Results into write chunks, in order; the rest inline.
@@ -373,7 +374,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 			r.sendError(xid, ic.vers, wire.ErrChunk)
 			return fmt.Errorf("rpcrdma: reply 0x%x: result of %d bytes exceeds write chunk %d of %d bytes", xid, len(it.Data), next, wc.Length())
 		}
-		mr, err := c.rc.Register(it.Data, 0)
+		mr, err := c.register(it.Data, 0)
 		if err != nil {
 			return fmt.Errorf("rpcrdma: registering result of reply 0x%x: %w", xid, err)
 		}
@@ -381,6 +382,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 		writes = appendWrites(writes, mr, 0, len(it.Data), wc, h.Chunks.Writes[next], c.rc.Limits().MaxMessageSize)
 		next++
 		c.stats.WriteChunks.Add(1)
+		c.stats.WriteChunkBytes.Add(uint64(len(it.Data)))
 	}
 	pieces = append(pieces, m.XDR[prev:])
 	inlineLen := 0
@@ -397,7 +399,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 		for _, p := range pieces {
 			flat = append(flat, p...)
 		}
-		mr, err := c.rc.Register(flat, 0)
+		mr, err := c.register(flat, 0)
 		if err != nil {
 			return fmt.Errorf("rpcrdma: registering reply 0x%x: %w", xid, err)
 		}
@@ -410,6 +412,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 		h.Proc = wire.RDMA_NOMSG
 		pieces = nil
 		c.stats.ReplyChunks.Add(1)
+		c.stats.ReplyChunkBytes.Add(uint64(len(flat)))
 	} else {
 		c.stats.Inline.Add(1)
 	}
