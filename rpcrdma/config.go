@@ -78,6 +78,12 @@ type Config struct {
 	// negotiated inline size.
 	Limits wire.Limits
 
+	// Options are the Version Two optional features (RDMA_OPTIONAL, seed
+	// 000 section 4.2) this side understands, by rdma_opttype. A responder
+	// answers any other opttype with RDMA_ERR_INVAL_OPTION; a requester
+	// drops it.
+	Options map[uint32]OptionHandler
+
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
 
@@ -172,3 +178,10 @@ func negotiate(c *Config, peer []byte, v wire.Version) negotiated {
 	n.peerInvalidates = ok && pd.RemoteInvalidation
 	return n
 }
+
+// OptionHandler handles one RDMA_OPTIONAL message (seed 000 section 4.2):
+// info is rdma_optinfo and payload the RPC message that followed it, if
+// any; both are the handler's to keep. It runs on the connection's loop
+// and must not block. On a responder, an error answers the message with
+// RDMA_ERR_INVAL_OPTION.
+type OptionHandler func(c *Conn, info, payload []byte) error

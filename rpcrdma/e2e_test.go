@@ -592,3 +592,47 @@ func TestConfRDMA(t *testing.T) {
 		t.Fatalf("short arguments: %v, want GARBAGE_ARGS", err)
 	}
 }
+
+// TestOptional sends Version Two RDMA_OPTIONAL messages: a registered
+// opttype reaches its handler, an unknown one is answered
+// RDMA_ERR_INVAL_OPTION, and Version One refuses to send them.
+func TestOptional(t *testing.T) {
+	got := make(chan string, 1)
+	scfg := &Config{Options: map[uint32]OptionHandler{
+		42: func(c *Conn, info, payload []byte) error { got <- string(info) + "|" + string(payload); return nil },
+	}}
+	p := newPair(t, &Config{Versions: []wire.Version{1, 2}}, scfg)
+	ctx := ctxT(t)
+	if err := p.cli.Null(ctx, testProg, testVers); err != nil { // settles version 2
+		t.Fatal(err)
+	}
+	if err := p.conn.SendOptional(ctx, 7, 42, []byte("info"), []byte("payload")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s != "info|payload" {
+			t.Fatalf("handler got %q", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("handler not called")
+	}
+	if err := p.conn.SendOptional(ctx, 8, 43, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p.conn.Stats().ErrorsReceived[wire.ErrInvalOption] == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := p.conn.Stats().ErrorsReceived[wire.ErrInvalOption]; n != 1 {
+		t.Fatalf("RDMA_ERR_INVAL_OPTION received %d times, want 1", n)
+	}
+	if err := p.cli.Null(ctx, testProg, testVers); err != nil {
+		t.Fatalf("connection unusable after INVAL_OPTION: %v", err)
+	}
+
+	v1 := newPair(t, nil, nil)
+	if err := v1.conn.SendOptional(ctx, 1, 42, nil, nil); err == nil {
+		t.Fatal("RDMA_OPTIONAL sent in Version One")
+	}
+}

@@ -261,6 +261,14 @@ func (r *requester) onMessage(in *inbound, derr error) {
 		r.finish(h.XID, nil, &replyError{xid: h.XID, why: "undecodable transport header", err: derr})
 		return
 	}
+	if h.Proc == wire.RDMA_OPTIONAL {
+		if f := c.cfg.Options[h.Optional.Type]; f != nil {
+			f(c, h.Optional.Info, in.payload)
+		} else {
+			c.stats.Dropped.Add(1)
+		}
+		return
+	}
 	if h.Proc == wire.RDMA_MSG && wire.PayloadDirection(in.payload) == wire.DirCall {
 		// A backward-direction call (RFC 8167): not offered on this
 		// connection, so there is no receive budget for it.
@@ -429,4 +437,24 @@ func (r *requester) closeAll(err error) {
 	for _, oc := range calls {
 		r.c.releaseAll(oc.mrs)
 	}
+}
+
+// SendOptional sends a Version Two RDMA_OPTIONAL message (seed 000 section
+// 4.2) carrying opttype and info, optionally followed by payload, and
+// returns once it is posted. It fails on a connection not in Version Two.
+// A responder that does not support opttype answers RDMA_ERR_INVAL_OPTION,
+// which arrives as an RDMA_ERROR for xid and is counted in
+// Stats().ErrorsReceived; no call is failed. SendOptional does not take a
+// credit: the optional feature defines its own flow control.
+func (c *Conn) SendOptional(ctx context.Context, xid, opttype uint32, info, payload []byte) error {
+	v := c.versions[len(c.versions)-1]
+	if c.req != nil {
+		v = c.req.version()
+	}
+	if v != wire.Version2 {
+		return fmt.Errorf("rpcrdma: RDMA_OPTIONAL needs Version Two; the connection uses version %d", v)
+	}
+	h := &wire.Header{XID: xid, Vers: v, Credits: c.cfg.credits(), Proc: wire.RDMA_OPTIONAL,
+		Optional: wire.Optional{Type: opttype, Info: info}}
+	return c.sendMsg(ctx, func(b []byte) []byte { return append(h.Append(b), payload...) }, 0, false)
 }

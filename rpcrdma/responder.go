@@ -94,8 +94,17 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		r.sendError(h.XID, h.Vers, wire.ErrChunk)
 		return
 	case wire.RDMA_OPTIONAL:
-		// No optional features are registered: seed 000 section 4.2.
-		r.sendError(h.XID, h.Vers, wire.ErrInvalOption)
+		lim := c.lim
+		lim.MaxHeaderSize = c.recvSize
+		if err := h.Validate(wire.DirCall, lim); err != nil {
+			r.sendError(h.XID, h.Vers, wire.ErrBadHeader)
+			return
+		}
+		// Seed 000 section 4.2: an opttype the receiver does not
+		// support is answered RDMA_ERR_INVAL_OPTION.
+		if f := c.cfg.Options[h.Optional.Type]; f == nil || f(c, h.Optional.Info, in.payload) != nil {
+			r.sendError(h.XID, h.Vers, wire.ErrInvalOption)
+		}
 		return
 	}
 	lim := c.lim
