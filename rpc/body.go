@@ -32,6 +32,30 @@ var ErrDDPItem = errors.New("bad DDP item")
 type Body struct {
 	XDR   []byte    // the stream with each held-apart item's data and XDR pad removed; its length word stays in XDR
 	Items []DDPItem // in increasing Offset order
+
+	// Padding, when Align is not zero, says the sender inserted padding
+	// before the data of every opaque of at least Thresh bytes so that the
+	// data starts at a multiple of Align (RFC 5666 section 3.9, RPC-over-RDMA
+	// RDMA_MSGP). BodyDecoder skips it. Only a transport sets it.
+	Padding Padding
+}
+
+// Padding describes RFC 5666 RDMA_MSGP alignment padding in an XDR stream:
+// an opaque whose length is at least Thresh has its data start at the next
+// offset o with (Base+o) a multiple of Align, the bytes in between being
+// padding. Base is the stream's distance from the point the alignment is
+// measured from (the start of the receive buffer).
+type Padding struct {
+	Align, Thresh, Base int
+}
+
+// skip returns the padding before opaque data of n bytes that would start
+// at stream offset off.
+func (p Padding) skip(off, n int) int {
+	if p.Align <= 1 || n < p.Thresh {
+		return 0
+	}
+	return (p.Align - (p.Base+off)%p.Align) % p.Align
 }
 
 // DDPItem is one DDP-eligible data item held apart from a Body's XDR stream.
@@ -139,7 +163,9 @@ func (b *Body) tail(off int) (Body, error) {
 		}
 		b.Items[i].Offset -= off
 	}
-	return Body{XDR: b.XDR[off:], Items: b.Items}, nil
+	pad := b.Padding
+	pad.Base += off
+	return Body{XDR: b.XDR[off:], Items: b.Items, Padding: pad}, nil
 }
 
 // BodyDecoder decodes a Body: an xdr.Decoder over its XDR stream that also
@@ -154,11 +180,12 @@ type BodyDecoder struct {
 	xdr.Decoder
 	items []DDPItem
 	next  int
+	pad   Padding
 }
 
 // NewBodyDecoder returns a BodyDecoder positioned at the start of b.
 func NewBodyDecoder(b Body) BodyDecoder {
-	return BodyDecoder{Decoder: xdr.NewDecoder(b.XDR), items: b.Items}
+	return BodyDecoder{Decoder: xdr.NewDecoder(b.XDR), items: b.Items, pad: b.Padding}
 }
 
 // Reset repositions d at the start of b and clears any error.
@@ -166,7 +193,32 @@ func (d *BodyDecoder) Reset(b Body) {
 	d.Decoder.Reset(b.XDR)
 	d.items = b.Items
 	d.next = 0
+	d.pad = b.Padding
 }
+
+// Opaque decodes variable-length opaque data of at most max bytes, like
+// xdr.Decoder.Opaque, skipping RDMA_MSGP padding when the Body has some.
+func (d *BodyDecoder) Opaque(max int) []byte {
+	if d.pad.Align <= 1 {
+		return d.Decoder.Opaque(max)
+	}
+	rest := d.Rest()
+	if len(rest) < 4 {
+		return d.Decoder.Opaque(max) // fails as usual
+	}
+	n := int(binary.BigEndian.Uint32(rest))
+	skip := d.pad.skip(d.Offset()+4, n)
+	if skip == 0 || uint64(n) > uint64(max) {
+		return d.Decoder.Opaque(max)
+	}
+	d.Skip(4)
+	d.Skip(skip)
+	return d.FixedOpaque(n)
+}
+
+// Str decodes a string of at most max bytes, skipping RDMA_MSGP padding
+// like Opaque.
+func (d *BodyDecoder) Str(max int) string { return string(d.Opaque(max)) }
 
 // DDPOpaque decodes variable-length opaque data of at most max bytes. If the
 // next held-apart item belongs right after the length word at the cursor,

@@ -257,3 +257,41 @@ func TestBodyUnplaced(t *testing.T) {
 		t.Fatalf("placed after unplaced: %v", err)
 	}
 }
+
+// TestBodyPadding decodes RDMA_MSGP padding (RFC 5666 section 3.9): opaques
+// of at least Thresh bytes have their data aligned to Align, measured from
+// Base bytes before the stream; shorter ones are not padded.
+func TestBodyPadding(t *testing.T) {
+	big := bytes.Repeat([]byte{7}, 40)
+	var b Body
+	b.XDR = xdr.AppendOpaque(b.XDR, []byte("hi")) // short: no padding
+	b.XDR = xdr.AppendUint32(b.XDR, uint32(len(big)))
+	// Data would start at Base+12 = 40; align 32 puts it at 64: 24 bytes
+	// of padding.
+	b.XDR = append(b.XDR, make([]byte, 24)...)
+	b.XDR = xdr.AppendFixedOpaque(b.XDR, big)
+	b.XDR = xdr.AppendString(b.XDR, "tail")
+	b.Padding = Padding{Align: 32, Thresh: 16, Base: 28}
+	d := NewBodyDecoder(b)
+	if got := d.DDPOpaque(8); string(got) != "hi" {
+		t.Fatalf("short opaque %q (%v)", got, d.Err())
+	}
+	if got := d.Opaque(64); !bytes.Equal(got, big) {
+		t.Fatalf("padded opaque %x (%v)", got, d.Err())
+	}
+	if s := d.Str(8); s != "tail" || d.Done() != nil {
+		t.Fatalf("tail %q (%v)", s, d.Err())
+	}
+	// Through tail(), as the server hands arguments over: Base follows.
+	whole := Body{XDR: append(make([]byte, 8), b.XDR...), Padding: Padding{Align: 32, Thresh: 16, Base: 20}}
+	args, err := whole.tail(8)
+	if err != nil || args.Padding.Base != 28 {
+		t.Fatalf("tail: %+v %v", args.Padding, err)
+	}
+	// Without padding information the same bytes do not decode.
+	d = NewBodyDecoder(Body{XDR: b.XDR})
+	d.Opaque(8)
+	if got := d.Opaque(64); bytes.Equal(got, big) {
+		t.Fatal("decoded padded data without padding information")
+	}
+}

@@ -89,10 +89,11 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		c.stats.Dropped.Add(1)
 		return
 	case wire.RDMA_MSGP:
-		// RFC 8166 peers answer ERR_CHUNK (seed 002 section 3.9 padding
-		// is not supported here).
-		r.sendError(h.XID, h.Vers, wire.ErrChunk)
-		return
+		// Off by default: RFC 8166 peers answer ERR_CHUNK.
+		if !c.cfg.MSGP {
+			r.sendError(h.XID, h.Vers, wire.ErrChunk)
+			return
+		}
 	case wire.RDMA_OPTIONAL:
 		lim := c.lim
 		lim.MaxHeaderSize = c.recvSize
@@ -114,7 +115,7 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		r.sendError(h.XID, h.Vers, wire.ErrChunk)
 		return
 	}
-	if h.Proc == wire.RDMA_MSG && wire.PayloadDirection(in.payload) != wire.DirCall {
+	if h.HasPayload() && wire.PayloadDirection(in.payload) != wire.DirCall {
 		// A reply on the backward channel, which this responder did not
 		// open (RFC 8167), or not an RPC message at all.
 		c.stats.Dropped.Add(1)
@@ -167,6 +168,12 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	}
 	m = &rpc.Msg{}
 	m.XDR = in.payload
+	if h.Proc == wire.RDMA_MSGP && h.Padding.Align > 1 {
+		// Seed 002 section 3.9: opaques of at least rdma_thresh bytes
+		// are padded so their data is aligned to rdma_align in the
+		// receive buffer, which the transport header starts.
+		m.Padding = rpc.Padding{Align: int(h.Padding.Align), Thresh: int(h.Padding.Thresh), Base: h.EncodedLen()}
+	}
 	if len(chunks) > 0 && chunks[0].Position == 0 {
 		// A long call: the reduced message comes first, so the data
 		// chunks can be checked against it before they are pulled.
