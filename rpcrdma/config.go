@@ -73,6 +73,18 @@ type Config struct {
 	// responder answers it with ERR_CHUNK.
 	MSGP bool
 
+	// ReadChunkReplies opts in to RFC 5666 read-chunk replies (seed 002
+	// sections 3.8 and 5): a responder sends a Version One reply that fits
+	// neither inline nor the offered reply chunk as a position-zero read
+	// chunk for the requester to pull, instead of answering ERR_CHUNK; a
+	// requester accepts such replies, pulls them and answers RDMA_DONE.
+	// RFC 8166 removed them, so both sides must opt in.
+	ReadChunkReplies bool
+
+	// DoneTimeout bounds how long a responder keeps a read-chunk reply
+	// registered waiting for RDMA_DONE; default DefaultDoneTimeout.
+	DoneTimeout time.Duration
+
 	// Limits bounds what a peer's transport headers may contain; zero
 	// fields take wire's defaults. MaxHeaderSize is always set from the
 	// negotiated inline size.

@@ -103,6 +103,7 @@ type Stats struct {
 	Dropped         atomic.Uint64    // messages dropped: unanswerable, unmatched, or RDMA_ERROR to a responder
 	RemoteInvalid   atomic.Uint64    // STags the peer invalidated with Send With Invalidate
 	VersionFallback atomic.Uint64    // calls resent in Version One after ERR_VERS
+	ReadReplies     atomic.Uint64    // RFC 5666 read-chunk replies sent (responder) or pulled (requester)
 }
 
 func (s *Stats) countError(code wire.ErrorCode, sent bool) {
@@ -125,7 +126,7 @@ type StatsSnapshot struct {
 	Inline, ReadChunks, WriteChunks, ReplyChunks, LongCalls       uint64
 	InlineBytes, ReadChunkBytes, WriteChunkBytes, ReplyChunkBytes uint64
 	ErrorsSent, ErrorsReceived                                    [4]uint64
-	Dropped, RemoteInvalid, VersionFallback                       uint64
+	Dropped, RemoteInvalid, VersionFallback, ReadReplies          uint64
 	Registered                                                    int64
 	CallsPending                                                  int
 }
@@ -141,8 +142,8 @@ func (c *Conn) Stats() StatsSnapshot {
 		InlineBytes: s.InlineBytes.Load(), ReadChunkBytes: s.ReadChunkBytes.Load(),
 		WriteChunkBytes: s.WriteChunkBytes.Load(), ReplyChunkBytes: s.ReplyChunkBytes.Load(),
 		Dropped: s.Dropped.Load(), RemoteInvalid: s.RemoteInvalid.Load(),
-		VersionFallback: s.VersionFallback.Load(),
-		Registered:      s.Registered.Load(),
+		ReadReplies: s.ReadReplies.Load(), VersionFallback: s.VersionFallback.Load(),
+		Registered: s.Registered.Load(),
 	}
 	for i := range s.ErrorsSent {
 		snap.ErrorsSent[i] = s.ErrorsSent[i].Load()
@@ -518,6 +519,8 @@ func (c *Conn) fail(err error) {
 		c.rc.Close()
 		if c.req != nil {
 			c.req.closeAll(c.Err())
+		} else if c.resp != nil {
+			c.resp.closeAll()
 		}
 	})
 }

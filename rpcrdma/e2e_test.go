@@ -636,3 +636,44 @@ func TestOptional(t *testing.T) {
 		t.Fatal("RDMA_OPTIONAL sent in Version One")
 	}
 }
+
+// TestReadChunkReply: with both sides opted in, a reply that fits neither
+// inline nor a reply chunk comes back as an RFC 5666 read-chunk reply,
+// which the requester pulls and acknowledges with RDMA_DONE, after which
+// the responder releases it.
+func TestReadChunkReply(t *testing.T) {
+	p := newPair(t, &Config{ReadChunkReplies: true}, &Config{ReadChunkReplies: true})
+	base := p.resp.Stats().Registered
+	rep, err := p.call(ctxT(t), procBig, u32Args(20000), nil, 0) // no reply chunk offered
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rpc.NewBodyDecoder(rep.Results)
+	if got := d.Opaque(1 << 20); !bytes.Equal(got, pattern(20000, 5)) || d.Done() != nil {
+		t.Fatalf("read-chunk reply wrong: %d bytes, %v", len(got), d.Err())
+	}
+	if n := p.conn.Stats().ReadReplies; n != 1 {
+		t.Fatalf("requester pulled %d read-chunk replies", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p.resp.Stats().Registered != base && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := p.resp.Stats().Registered; got != base {
+		t.Fatalf("responder still holds %d bytes after RDMA_DONE", got-base)
+	}
+
+	// The DONE timeout releases a reply the requester never acknowledges.
+	q := newPair(t, nil, &Config{ReadChunkReplies: true, DoneTimeout: 50 * time.Millisecond})
+	qbase := q.resp.Stats().Registered
+	if _, err := q.call(ctxT(t), procBig, u32Args(20000), nil, 0); !errors.Is(err, ErrBadReply) {
+		t.Fatalf("requester not opted in: %v, want ErrBadReply", err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for q.resp.Stats().Registered != qbase && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := q.resp.Stats().Registered; got != qbase {
+		t.Fatalf("read-chunk reply still registered after the DONE timeout (%d bytes)", got-qbase)
+	}
+}

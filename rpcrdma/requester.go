@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
@@ -277,6 +278,7 @@ func (r *requester) onMessage(in *inbound, derr error) {
 	}
 	lim := c.lim
 	lim.MaxHeaderSize = c.recvSize
+	lim.AllowReadReply = c.cfg.ReadChunkReplies
 	if err := h.Validate(wire.DirReply, lim); err != nil {
 		r.finish(h.XID, nil, &replyError{xid: h.XID, why: "invalid transport header", err: err})
 		return
@@ -293,6 +295,12 @@ func (r *requester) onMessage(in *inbound, derr error) {
 		}
 		r.finish(h.XID, in, &RemoteError{XID: h.XID, Vers: h.Vers, Code: h.Error.Code, Low: h.Error.Low, High: h.Error.High})
 	case wire.RDMA_MSG, wire.RDMA_NOMSG:
+		if len(h.Chunks.Reads) > 0 {
+			// An RFC 5666 read-chunk reply: pulling it posts RDMA
+			// Reads, which the loop must not wait for.
+			go r.pullReply(in)
+			return
+		}
 		r.finish(h.XID, in, nil)
 	default:
 		// RDMA_MSGP and RDMA_DONE are not replies (RFC 8166 section 4.5);
@@ -331,6 +339,33 @@ func (r *requester) fallback(h *wire.Header) bool {
 		}
 	}()
 	return true
+}
+
+// pullReply reads an RFC 5666 read-chunk reply (seed 002 sections 3.8 and
+// 5.1: the whole reply in a position-zero read chunk), tells the
+// responder with RDMA_DONE that its memory can go, and completes the call.
+func (r *requester) pullReply(in *inbound) {
+	c := r.c
+	h := &in.hdr
+	chunks := h.Chunks.Reads.Chunks(nil)
+	if len(chunks) != 1 || chunks[0].Position != 0 || h.Proc != wire.RDMA_NOMSG {
+		r.finish(h.XID, nil, &replyError{xid: h.XID, why: "read chunks in a reply other than one position-zero chunk of RDMA_NOMSG"})
+		return
+	}
+	bufs, err := c.pull(chunks)
+	if err != nil {
+		r.finish(h.XID, nil, &replyError{xid: h.XID, why: "pulling the read-chunk reply", err: err})
+		return
+	}
+	done := &wire.Header{XID: h.XID, Vers: h.Vers, Credits: c.cfg.credits(), Proc: wire.RDMA_DONE}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.sendMsg(ctx, done.Append, 0, false); err != nil {
+		c.log.Debug("rpcrdma: sending RDMA_DONE", "xid", h.XID, "err", err)
+	}
+	c.stats.ReadReplies.Add(1)
+	in.payload = bufs[0]
+	r.finish(h.XID, in, nil)
 }
 
 // finish completes the call xid with the reply in (nil if its header was
@@ -390,6 +425,9 @@ func (r *requester) checkReply(oc *outCall, in *inbound) error {
 			return &replyError{xid: oc.xid, why: "RDMA_MSG with a filled reply chunk"}
 		}
 	case wire.RDMA_NOMSG:
+		if len(h.Chunks.Reads) > 0 {
+			break // a read-chunk reply, already pulled into in.payload
+		}
 		n := h.Chunks.Reply.Chunk.Length()
 		if oc.replyBuf == nil || n > uint64(len(oc.replyBuf)) {
 			return &replyError{xid: oc.xid, why: fmt.Sprintf("reply chunk reports %d bytes, %d offered", n, len(oc.replyBuf))}

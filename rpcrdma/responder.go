@@ -37,7 +37,15 @@ type responder struct {
 	grant uint32
 
 	mu      sync.Mutex
-	pending map[uint32][]*inCall // calls received and not yet answered
+	pending map[uint32][]*inCall  // calls received and not yet answered
+	done    map[uint32]*readReply // read-chunk replies awaiting RDMA_DONE
+}
+
+// readReply is an RFC 5666 read-chunk reply whose memory stays registered
+// until the requester's RDMA_DONE or a timeout.
+type readReply struct {
+	mr    rdma.MR
+	timer *time.Timer
 }
 
 // inCall is what a received call offered for its reply.
@@ -84,9 +92,11 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		c.stats.Dropped.Add(1)
 		return
 	case wire.RDMA_DONE:
-		// Only meaningful after an RFC 5666 read-chunk reply, which this
-		// responder does not send.
-		c.stats.Dropped.Add(1)
+		// The requester has pulled a read-chunk reply (seed 002 section
+		// 3.8): its memory can go. A DONE for nothing is dropped.
+		if !r.releaseReadReply(h.XID) {
+			c.stats.Dropped.Add(1)
+		}
 		return
 	case wire.RDMA_MSGP:
 		// Off by default: RFC 8166 peers answer ERR_CHUNK.
@@ -177,7 +187,7 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	if len(chunks) > 0 && chunks[0].Position == 0 {
 		// A long call: the reduced message comes first, so the data
 		// chunks can be checked against it before they are pulled.
-		bufs, err := r.pull(chunks[:1])
+		bufs, err := c.pull(chunks[:1])
 		if err != nil {
 			return nil, false, err
 		}
@@ -203,7 +213,7 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		m.Items = append(m.Items, rpc.DDPItem{Offset: off, Data: nil})
 		shift += xdr.RoundUp(n)
 	}
-	bufs, err := r.pull(chunks)
+	bufs, err := c.pull(chunks)
 	if err != nil {
 		return nil, false, err
 	}
@@ -260,11 +270,10 @@ func soleSTag(cl *wire.ChunkLists) rdma.STag {
 
 // pull reads every chunk into memory of its own, all Reads in flight at
 // once up to the ORD, and returns the chunks' contents.
-func (r *responder) pull(chunks []wire.ReadChunk) ([][]byte, error) {
+func (c *Conn) pull(chunks []wire.ReadChunk) ([][]byte, error) {
 	if len(chunks) == 0 {
 		return nil, nil
 	}
-	c := r.c
 	maxMsg := max(c.rc.Limits().MaxMessageSize, 4096)
 	bufs := make([][]byte, len(chunks))
 	mrs := make([]rdma.MR, 0, len(chunks))
@@ -408,6 +417,9 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 
 	if h.EncodedLen()+inlineLen > neg.sendLimit {
 		if !ic.reply.Present || ic.reply.Chunk.Length() < uint64(inlineLen) {
+			if c.cfg.ReadChunkReplies && ic.vers == wire.Version1 {
+				return r.sendReadReply(ctx, h, pieces, inlineLen, writes, mrs)
+			}
 			r.sendError(xid, ic.vers, wire.ErrChunk)
 			return fmt.Errorf("rpcrdma: reply 0x%x of %d bytes fits neither inline (%d) nor the reply chunk (%d bytes)", xid, inlineLen, neg.sendLimit, ic.reply.Chunk.Length())
 		}
@@ -486,4 +498,78 @@ func appendWrites(wrs []*rdma.WorkRequest, mr rdma.MR, off, length int, chunk, f
 		length -= n
 	}
 	return wrs
+}
+
+// sendReadReply sends a reply too long for any chunk the requester offered
+// as an RFC 5666 read-chunk reply (seed 002 sections 3.8 and 5.1): the
+// whole reply in a position-zero read chunk of an RDMA_NOMSG message, for
+// the requester to pull with RDMA Reads and acknowledge with RDMA_DONE.
+// The reply stays registered until then, or for Config.DoneTimeout. RFC
+// 8166 removed this; Config.ReadChunkReplies opts in. writes are the
+// RDMA Writes of results already chosen, and mrs their registrations,
+// which the caller releases.
+func (r *responder) sendReadReply(ctx context.Context, h *wire.Header, pieces [][]byte, n int, writes []*rdma.WorkRequest, mrs []rdma.MR) error {
+	c := r.c
+	flat := make([]byte, 0, n)
+	for _, p := range pieces {
+		flat = append(flat, p...)
+	}
+	mr, err := c.register(flat, rdma.AccessRemoteRead)
+	if err != nil {
+		return fmt.Errorf("rpcrdma: registering read-chunk reply 0x%x: %w", h.XID, err)
+	}
+	h.Proc = wire.RDMA_NOMSG
+	h.Chunks.Reply = wire.ReplyChunk{}
+	h.Chunks.Reads = wire.ReadList{{Segment: wire.Segment{Handle: uint32(mr.STag()), Length: uint32(len(flat)), Offset: mr.TO()}}}
+	rr := &readReply{mr: mr}
+	r.mu.Lock()
+	if old := r.done[h.XID]; old != nil {
+		old.timer.Stop()
+		defer c.releaseAll([]rdma.MR{old.mr})
+	}
+	r.done[h.XID] = rr
+	timeout := c.cfg.DoneTimeout
+	if timeout <= 0 {
+		timeout = DefaultDoneTimeout
+	}
+	rr.timer = time.AfterFunc(timeout, func() { r.releaseReadReply(h.XID) })
+	r.mu.Unlock()
+	for _, wr := range writes {
+		if err := c.post(ctx, wr, func(rdma.Completion) {}); err != nil {
+			return err
+		}
+	}
+	err = c.sendMsg(ctx, h.Append, 0, true)
+	if err == nil {
+		c.stats.RepliesSent.Add(1)
+		c.stats.ReadReplies.Add(1)
+	}
+	return err
+}
+
+// releaseReadReply releases the read-chunk reply to xid, on RDMA_DONE or
+// its timeout, and reports whether there was one.
+func (r *responder) releaseReadReply(xid uint32) bool {
+	r.mu.Lock()
+	rr := r.done[xid]
+	delete(r.done, xid)
+	r.mu.Unlock()
+	if rr == nil {
+		return false
+	}
+	rr.timer.Stop()
+	r.c.releaseAll([]rdma.MR{rr.mr})
+	return true
+}
+
+// closeAll releases every read-chunk reply when the connection ends.
+func (r *responder) closeAll() {
+	r.mu.Lock()
+	done := r.done
+	r.done = map[uint32]*readReply{}
+	r.mu.Unlock()
+	for _, rr := range done {
+		rr.timer.Stop()
+		r.c.releaseAll([]rdma.MR{rr.mr})
+	}
 }
