@@ -10,6 +10,7 @@
 //	READ   2  uint32 n -> opaque data<> (DDP)    write chunk into the caller's buffer
 //	LIST   3  uint32 n -> opaque data<>          reply chunk for large n (not DDP-eligible)
 //	ECHO   4  opaque data<> -> opaque data<>     long call and long reply for large data
+//	SLEEP  5  uint32 ms -> void                  waits ms milliseconds (at most 10 s): in-flight calls for shutdown tests
 //
 // READ and LIST return n bytes of a fixed pattern; WRITE returns the number
 // of bytes it received and ECHO returns its argument.
@@ -20,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
@@ -35,6 +37,7 @@ const (
 	ProcRead  = 2
 	ProcList  = 3
 	ProcEcho  = 4
+	ProcSleep = 5
 )
 
 // MaxData bounds every opaque of the program.
@@ -53,20 +56,33 @@ func ProcName(p uint32) string {
 		return "LIST"
 	case ProcEcho:
 		return "ECHO"
+	case ProcSleep:
+		return "SLEEP"
 	}
 	return fmt.Sprintf("proc %d", p)
 }
 
 // Register adds the program to srv.
-func Register(srv *rpc.Server) {
-	srv.Handle(Prog, Vers, ProcNull, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+func Register(srv *rpc.Server) { RegisterWith(srv, nil) }
+
+// RegisterWith adds the program to srv with each handler passed through
+// wrap (with the procedure's name) when wrap is not nil, for metrics or
+// logging.
+func RegisterWith(srv *rpc.Server, wrap func(name string, h rpc.Handler) rpc.Handler) {
+	handle := func(proc uint32, h rpc.Handler) {
+		if wrap != nil {
+			h = wrap(ProcName(proc), h)
+		}
+		srv.Handle(Prog, Vers, proc, h)
+	}
+	handle(ProcNull, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		return rpc.Body{}, nil
 	})
-	srv.Handle(Prog, Vers, ProcWrite, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+	handle(ProcWrite, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		p := c.Decoder().DDPOpaque(MaxData)
 		return rpc.Body{XDR: xdr.AppendUint32(nil, uint32(len(p)))}, nil
 	})
-	srv.Handle(Prog, Vers, ProcRead, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+	handle(ProcRead, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		n := c.Decoder().Uint32()
 		if n > MaxData {
 			return rpc.Body{}, rpc.ErrGarbageArgs
@@ -75,16 +91,25 @@ func Register(srv *rpc.Server) {
 		b.AppendDDPOpaque(Pattern(int(n)))
 		return b, nil
 	})
-	srv.Handle(Prog, Vers, ProcList, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+	handle(ProcList, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		n := c.Decoder().Uint32()
 		if n > MaxData {
 			return rpc.Body{}, rpc.ErrGarbageArgs
 		}
 		return rpc.Body{XDR: xdr.AppendOpaque(make([]byte, 0, xdr.OpaqueLen(int(n))), Pattern(int(n)))}, nil
 	})
-	srv.Handle(Prog, Vers, ProcEcho, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+	handle(ProcEcho, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		p := c.Decoder().Opaque(MaxData)
 		return rpc.Body{XDR: xdr.AppendOpaque(make([]byte, 0, xdr.OpaqueLen(len(p))), p)}, nil
+	})
+	handle(ProcSleep, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+		ms := min(c.Decoder().Uint32(), 10000)
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+		case <-ctx.Done():
+			return rpc.Body{}, ctx.Err()
+		}
+		return rpc.Body{}, nil
 	})
 }
 
@@ -177,4 +202,13 @@ func (c Client) Echo(ctx context.Context, data []byte) error {
 		return fmt.Errorf("%w: ECHO of %d bytes returned %d (%v)", ErrMismatch, len(data), len(p), d.Err())
 	}
 	return nil
+}
+
+// Sleep calls SLEEP, which returns after d (at most 10 s).
+func (c Client) Sleep(ctx context.Context, d time.Duration) error {
+	_, err := c.C.Call(ctx, &rpc.Request{
+		Prog: Prog, Vers: Vers, Proc: ProcSleep,
+		Args: rpc.Body{XDR: xdr.AppendUint32(nil, uint32(d/time.Millisecond))},
+	})
+	return err
 }
