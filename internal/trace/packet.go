@@ -1,0 +1,188 @@
+package trace
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"time"
+)
+
+// Link types (LINKTYPE_ values, tcpdump.org link-layer header types) the
+// decoder understands. Frames of other link types are counted and skipped.
+const (
+	LinkNull     = 0   // BSD loopback: 4-byte address family, host byte order
+	LinkEthernet = 1   // Ethernet II, optionally with 802.1Q/802.1ad tags
+	LinkRaw      = 101 // raw IPv4 or IPv6
+	LinkLoop     = 108 // OpenBSD loopback: 4-byte address family, big-endian
+	LinkLinuxSLL = 113 // Linux "cooked" capture
+	LinkIPv4     = 228
+	LinkIPv6     = 229
+	LinkSLL2     = 276 // Linux "cooked" capture v2
+)
+
+// TCP flags.
+const (
+	tcpFIN = 0x01
+	tcpSYN = 0x02
+	tcpRST = 0x04
+	tcpACK = 0x10
+)
+
+// tcpSegment is one TCP segment of a capture. payload is what was
+// captured; seqLen is the payload length the IP header announces, larger
+// when the frame was truncated by the snap length.
+type tcpSegment struct {
+	frame    int
+	time     time.Time
+	src, dst netip.AddrPort
+	seq, ack uint32
+	flags    uint8
+	payload  []byte
+	seqLen   int
+}
+
+// skipReason says why a frame carries no TCP segment for us.
+type skipReason uint8
+
+const (
+	skipNone      skipReason = iota
+	skipLink                 // link type or EtherType not IPv4/IPv6
+	skipNotTCP               // IP, but not TCP
+	skipFragment             // an IP fragment: not reassembled
+	skipMalformed            // headers cut short or inconsistent
+)
+
+// parseFrame decodes the link layer, IPv4 or IPv6 and TCP headers of a
+// frame. It never panics on any input; seg.payload aliases data.
+func parseFrame(linkType uint32, data []byte) (seg tcpSegment, why skipReason) {
+	var l3 []byte
+	var ipv byte
+	switch linkType {
+	case LinkEthernet:
+		if len(data) < 14 {
+			return seg, skipMalformed
+		}
+		etype, rest := binary.BigEndian.Uint16(data[12:]), data[14:]
+		for tags := 0; (etype == 0x8100 || etype == 0x88a8) && tags < 2; tags++ {
+			if len(rest) < 4 {
+				return seg, skipMalformed
+			}
+			etype, rest = binary.BigEndian.Uint16(rest[2:]), rest[4:]
+		}
+		l3, ipv = rest, etherIPVersion(etype)
+	case LinkLinuxSLL:
+		if len(data) < 16 {
+			return seg, skipMalformed
+		}
+		l3, ipv = data[16:], etherIPVersion(binary.BigEndian.Uint16(data[14:]))
+	case LinkSLL2:
+		if len(data) < 20 {
+			return seg, skipMalformed
+		}
+		l3, ipv = data[20:], etherIPVersion(binary.BigEndian.Uint16(data[0:]))
+	case LinkRaw:
+		if len(data) == 0 {
+			return seg, skipMalformed
+		}
+		l3, ipv = data, data[0]>>4
+	case LinkIPv4:
+		l3, ipv = data, 4
+	case LinkIPv6:
+		l3, ipv = data, 6
+	case LinkNull, LinkLoop:
+		if len(data) < 4 {
+			return seg, skipMalformed
+		}
+		fam := binary.BigEndian.Uint32(data)
+		if linkType == LinkNull && fam > 0xffff {
+			fam = binary.LittleEndian.Uint32(data) // written in the capturing host's order
+		}
+		switch fam {
+		case 2:
+			ipv = 4
+		case 10, 24, 28, 30: // AF_INET6 on Linux, NetBSD/OpenBSD, FreeBSD, macOS
+			ipv = 6
+		}
+		l3 = data[4:]
+	default:
+		return seg, skipLink
+	}
+	var tcp []byte
+	var tcpLen int // TCP header + payload per the IP header
+	switch ipv {
+	case 4:
+		if len(l3) < 20 || l3[0]>>4 != 4 {
+			return seg, skipMalformed
+		}
+		ihl, total := int(l3[0]&0xf)*4, int(binary.BigEndian.Uint16(l3[2:]))
+		if total == 0 {
+			total = len(l3) // TCP segmentation offload: the length is left 0
+		}
+		if ihl < 20 || ihl > len(l3) || total < ihl {
+			return seg, skipMalformed
+		}
+		if l3[9] != 6 {
+			return seg, skipNotTCP
+		}
+		if frag := binary.BigEndian.Uint16(l3[6:]); frag&0x3fff != 0 {
+			return seg, skipFragment // MF set or a non-zero offset
+		}
+		seg.src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(l3[12:16])), 0)
+		seg.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(l3[16:20])), 0)
+		tcp, tcpLen = l3[ihl:min(total, len(l3))], total-ihl
+	case 6:
+		if len(l3) < 40 || l3[0]>>4 != 6 {
+			return seg, skipMalformed
+		}
+		plen := int(binary.BigEndian.Uint16(l3[4:]))
+		if plen == 0 {
+			plen = len(l3) - 40 // jumbogram or offload
+		}
+		next, off := l3[6], 40
+		for hops := 0; next != 6; hops++ {
+			switch next {
+			case 0, 43, 60: // hop-by-hop, routing, destination options
+			case 44:
+				return seg, skipFragment
+			default:
+				return seg, skipNotTCP
+			}
+			if hops == 8 || off+8 > len(l3) {
+				return seg, skipMalformed
+			}
+			next, off = l3[off], off+8*(int(l3[off+1])+1)
+		}
+		if off > len(l3) || off-40 > plen {
+			return seg, skipMalformed
+		}
+		seg.src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(l3[8:24])), 0)
+		seg.dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(l3[24:40])), 0)
+		tcp, tcpLen = l3[off:min(40+plen, len(l3))], 40+plen-off
+	default:
+		return seg, skipLink
+	}
+	if len(tcp) < 20 {
+		return seg, skipMalformed
+	}
+	doff := int(tcp[12]>>4) * 4
+	if doff < 20 || doff > len(tcp) || doff > tcpLen {
+		return seg, skipMalformed
+	}
+	seg.src = netip.AddrPortFrom(seg.src.Addr(), binary.BigEndian.Uint16(tcp[0:]))
+	seg.dst = netip.AddrPortFrom(seg.dst.Addr(), binary.BigEndian.Uint16(tcp[2:]))
+	seg.seq = binary.BigEndian.Uint32(tcp[4:])
+	seg.ack = binary.BigEndian.Uint32(tcp[8:])
+	seg.flags = tcp[13]
+	seg.payload = tcp[doff:]
+	seg.seqLen = tcpLen - doff
+	return seg, skipNone
+}
+
+func etherIPVersion(etype uint16) byte {
+	switch etype {
+	case 0x0800:
+		return 4
+	case 0x86dd:
+		return 6
+	}
+	return 0
+}
