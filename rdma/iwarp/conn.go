@@ -1,0 +1,510 @@
+package iwarp
+
+// A connection's life after the MPA handshake (handshake.go describes the
+// states before it).
+//
+//	setup  created by Dial (after the Reply) or ConnRequest.Accept (before
+//	       the Reply); ConnConfig.Prepare runs. Memory calls and posts are
+//	       allowed; nothing is transmitted and nothing is read yet.
+//	up     established: two goroutines run. The reader (conn_recv.go) parses
+//	       every inbound FPDU, checks it and places its payload; the writer
+//	       (conn_send.go) transmits the RDMA Read Responses owed, then the
+//	       send queue, in order. A responder's writer sends nothing until the
+//	       initiator's first FPDU has arrived (MPA fencing, RFC 5044 section
+//	       7.1.2); an initiator's writer starts, after FirstSendDelay, with a
+//	       zero-length RDMA Write that lifts that fence.
+//	dead   ended, for good: by Close (ErrClosed here, ErrDisconnected at the
+//	       peer, which reads a TCP FIN), by the peer's FIN
+//	       (ErrDisconnected), a TCP error (ErrConnectionLost), or a protocol
+//	       violation (TerminateError; Remote on the side that received the
+//	       Terminate). Every outstanding work request is flushed into the
+//	       completion queue at once. The side that detected a violation
+//	       sends its Terminate (the writer, at an FPDU boundary), half-closes
+//	       and lets the reader discard what still arrives for at most
+//	       terminateLinger, so the peer reads the Terminate rather than a
+//	       reset. The reader, last to leave, waits for the writer, closes
+//	       the socket and closes readerDone, which Close waits for.
+//
+// A work request occupies its queue slot from Post until Poll or Wait has
+// returned its completion, so the completion queue, sized for both queues,
+// never overflows. Sends and RDMA Writes complete when their last FPDU has
+// been handed to TCP (RFC 5040 section 5.5); RDMA Reads when their whole
+// response has been placed. Completions keep posting order.
+//
+// Locking: c.mu guards the queues, the state and the MRs' mutable state; it
+// is never held across socket I/O. c.placeMu is held by the reader while
+// it writes payload into registered memory (see mem.go).
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
+)
+
+// terminateLinger bounds how long a side that sent a Terminate keeps
+// reading (and discarding) before it closes the socket.
+const terminateLinger = 500 * time.Millisecond
+
+// readBufSize is the size of the buffered reader FPDU headers are read
+// through. Payloads bypass it once it is empty.
+const readBufSize = 8 << 10
+
+type connState uint8
+
+const (
+	stateSetup connState = iota
+	stateUp
+	stateDead
+)
+
+// sendWR is a send-queue slot.
+type sendWR struct {
+	id         uint64
+	op         rdma.Op
+	sgl        []rdma.SGE
+	length     int
+	remoteSTag rdma.STag
+	remoteTO   uint64
+	invalidate rdma.STag
+	msn        uint32 // of its Send or Read Request, once transmitted
+
+	done   bool
+	status rdma.Status
+	n      int
+}
+
+// recvWR is a receive-queue slot.
+type recvWR struct {
+	id     uint64
+	sgl    []rdma.SGE
+	length int
+}
+
+// outRead is an RDMA Read whose Read Request has been sent and whose
+// response is not yet complete.
+type outRead struct {
+	seq      uint64 // of the work request
+	sinkSTag uint32
+	sinkTO   uint64
+	size     int
+}
+
+// inRead is an inbound RDMA Read Request not yet served.
+type inRead struct {
+	hdr  ddp.Header      // its DDP header, for a Terminate
+	rr   ddp.ReadRequest // its RDMAP header
+	ulen int             // its ULPDU_Length
+}
+
+// Conn is one side of an iWARP connection; it implements rdma.Conn.
+type Conn struct {
+	p         *Provider
+	nc        net.Conn
+	raw       net.Conn     // nc before any test wrapper, for socket ioctls
+	cr        *countReader // what br reads from
+	br        *bufio.Reader
+	local     net.Addr
+	remote    net.Addr
+	peerPD    []byte
+	limits    rdma.Limits
+	crc       bool
+	rev       int
+	mulpdu    int
+	initiator bool
+	log       *slog.Logger
+
+	done       chan struct{} // closed when the state becomes dead
+	kick       chan struct{} // wakes the writer; capacity 1
+	cqReady    chan struct{} // wakes Wait; capacity 1
+	readerDone chan struct{} // closed when the reader has closed the socket
+	writerDone chan struct{} // closed when the writer exits
+	closeOnce  sync.Once     // closes nc
+
+	placeMu sync.Mutex    // held by the reader while placing payload
+	rxDone  atomic.Uint64 // stream bytes of the FPDUs the reader has finished
+
+	mu      sync.Mutex
+	state   connState
+	err     error
+	started bool   // the goroutines run
+	fenced  bool   // responder: the initiator's first FPDU has not arrived
+	serving bool   // the writer is sending a Read Response: it counts against IRD
+	term    []byte // the Terminate FPDU the writer sends before it exits
+	sq      ring[sendWR]
+	sqNext  uint64 // sequence of the next work request to transmit
+	sqUsed  int    // posted and not yet polled
+	reads   int    // RDMA Reads posted and not yet polled
+	rq      ring[recvWR]
+	rqUsed  int
+	cq      ring[rdma.Completion]
+	orq     ring[outRead]
+	irq     ring[inRead]
+	mrs     map[*mr]struct{}
+
+	tx txState // owned by the writer
+	rx rxState // owned by the reader
+}
+
+var _ rdma.Conn = (*Conn)(nil)
+
+// connParams are what the handshake settled.
+type connParams struct {
+	nc, raw   net.Conn
+	cr        *countReader
+	br        *bufio.Reader
+	mulpdu    int
+	s         settings
+	crc       bool
+	rev       int
+	initiator bool
+	rtr       bool // initiator: peer-to-peer mode agreed, send the RTR first
+	peerPD    []byte
+}
+
+func newConn(p *Provider, cp connParams) *Conn {
+	c := &Conn{
+		p:      p,
+		nc:     cp.nc,
+		raw:    cp.raw,
+		cr:     cp.cr,
+		br:     cp.br,
+		local:  cp.nc.LocalAddr(),
+		remote: cp.nc.RemoteAddr(),
+		peerPD: cp.peerPD,
+		limits: rdma.Limits{
+			SendQueueDepth: cp.s.sq,
+			RecvQueueDepth: cp.s.rq,
+			IRD:            cp.s.ird,
+			ORD:            cp.s.ord,
+			MaxSGE:         MaxSGE,
+			MaxMessageSize: MaxMessageSize,
+		},
+		crc:        cp.crc,
+		rev:        cp.rev,
+		mulpdu:     cp.mulpdu,
+		initiator:  cp.initiator,
+		log:        p.log,
+		done:       make(chan struct{}),
+		kick:       make(chan struct{}, 1),
+		cqReady:    make(chan struct{}, 1),
+		readerDone: make(chan struct{}),
+		writerDone: make(chan struct{}),
+		fenced:     !cp.initiator,
+		sq:         newRing[sendWR](cp.s.sq),
+		rq:         newRing[recvWR](cp.s.rq),
+		cq:         newRing[rdma.Completion](cp.s.sq + cp.s.rq),
+		orq:        newRing[outRead](cp.s.ord),
+		irq:        newRing[inRead](cp.s.ird),
+		mrs:        make(map[*mr]struct{}),
+	}
+	c.tx.init(c)
+	c.tx.rtrSent = !cp.rtr
+	c.rx.init()
+	presize(c.sq.buf, func(w *sendWR) *[]rdma.SGE { return &w.sgl })
+	presize(c.rq.buf, func(r *recvWR) *[]rdma.SGE { return &r.sgl })
+	c.rxDone.Store(cp.cr.n.Load() - uint64(cp.br.Buffered()))
+	return c
+}
+
+// slotSGEs is the scatter/gather list capacity each queue slot starts
+// with, so that posting allocates nothing from the first lap on.
+const slotSGEs = 2
+
+// presize gives every slot's SGL a capacity of slotSGEs, carved from one
+// array; longer lists get their own array the first time.
+func presize[T any](slots []T, sgl func(*T) *[]rdma.SGE) {
+	arr := make([]rdma.SGE, len(slots)*slotSGEs)
+	for i := range slots {
+		*sgl(&slots[i]) = arr[i*slotSGEs : i*slotSGEs : (i+1)*slotSGEs]
+	}
+}
+
+// countReader counts the bytes read from the socket, so that
+// waitArrived knows when the reader has caught up.
+type countReader struct {
+	r io.Reader
+	n atomic.Uint64
+}
+
+func (cr *countReader) Read(p []byte) (int, error) {
+	n, err := cr.r.Read(p)
+	cr.n.Add(uint64(n))
+	return n, err
+}
+
+// start moves c from setup to up and starts its goroutines.
+func (c *Conn) start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != stateSetup {
+		return
+	}
+	c.state, c.started = stateUp, true
+	notBefore := time.Now()
+	if c.initiator {
+		notBefore = notBefore.Add(c.p.opts.FirstSendDelay)
+	}
+	go c.reader()
+	go c.writer(notBefore)
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Conn) LocalAddr() net.Addr     { return c.local }
+func (c *Conn) RemoteAddr() net.Addr    { return c.remote }
+func (c *Conn) PeerPrivateData() []byte { return c.peerPD }
+func (c *Conn) Limits() rdma.Limits     { return c.limits }
+func (c *Conn) Done() <-chan struct{}   { return c.done }
+
+// CRC reports whether MPA CRC32c is in use on the connection.
+func (c *Conn) CRC() bool { return c.crc }
+
+// Revision returns the MPA revision of the connection's handshake.
+func (c *Conn) Revision() int { return c.rev }
+
+// MULPDU returns the largest ULPDU this side sends: RFC 5044 section 7.1
+// applied to the path MSS.
+func (c *Conn) MULPDU() int { return c.mulpdu }
+
+// String returns e.g. "iwarp conn 127.0.0.1:4242->127.0.0.1:20049".
+func (c *Conn) String() string { return fmt.Sprintf("iwarp conn %v->%v", c.local, c.remote) }
+
+func (c *Conn) deadErr(what string) error { return fmt.Errorf("iwarp: %s: %w", what, c.err) }
+
+// Err returns why the connection ended, or nil.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// PostRecv posts a receive.
+func (c *Conn) PostRecv(id uint64, sgl []rdma.SGE) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == stateDead {
+		return c.deadErr(fmt.Sprintf("post recv %d", id))
+	}
+	if c.rqUsed == c.limits.RecvQueueDepth {
+		return fmt.Errorf("iwarp: post recv %d: %d receives outstanding: %w", id, c.rqUsed, rdma.ErrQueueFull)
+	}
+	n, err := c.checkSGL(sgl, rdma.AccessLocalWrite)
+	if err != nil {
+		return fmt.Errorf("iwarp: post recv %d: %v: %w", id, err, rdma.ErrInvalid)
+	}
+	r := c.rq.push()
+	r.id, r.sgl, r.length = id, append(r.sgl[:0], sgl...), n
+	c.rqUsed++
+	return nil
+}
+
+// PostSend posts a send-queue work request.
+func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == stateDead {
+		return c.deadErr(fmt.Sprintf("post %v %d", wr.Op, wr.ID))
+	}
+	if !wr.Op.IsSend() && wr.Op != rdma.OpWrite && wr.Op != rdma.OpRead {
+		return fmt.Errorf("iwarp: post send %d: op %v: %w", wr.ID, wr.Op, rdma.ErrInvalid)
+	}
+	if c.sqUsed == c.limits.SendQueueDepth {
+		return fmt.Errorf("iwarp: post %v %d: %d work requests outstanding: %w", wr.Op, wr.ID, c.sqUsed, rdma.ErrQueueFull)
+	}
+	if wr.Op == rdma.OpRead && c.reads >= c.limits.ORD {
+		return fmt.Errorf("iwarp: post %v %d: %d reads outstanding, ORD %d: %w", wr.Op, wr.ID, c.reads, c.limits.ORD, rdma.ErrQueueFull)
+	}
+	var need rdma.Access
+	if wr.Op == rdma.OpRead {
+		need = rdma.AccessLocalWrite
+	}
+	n, err := c.checkSGL(wr.Local, need)
+	if err != nil {
+		return fmt.Errorf("iwarp: post %v %d: %v: %w", wr.Op, wr.ID, err, rdma.ErrInvalid)
+	}
+	if n > MaxMessageSize {
+		return fmt.Errorf("iwarp: post %v %d: %d bytes, more than %d: %w", wr.Op, wr.ID, n, MaxMessageSize, rdma.ErrInvalid)
+	}
+	w := c.sq.push()
+	*w = sendWR{
+		id:         wr.ID,
+		op:         wr.Op,
+		sgl:        append(w.sgl[:0], wr.Local...),
+		length:     n,
+		remoteSTag: wr.RemoteSTag,
+		remoteTO:   wr.RemoteTO,
+		invalidate: wr.InvalidateSTag,
+	}
+	c.sqUsed++
+	if wr.Op == rdma.OpRead {
+		c.reads++
+	}
+	signal(c.kick)
+	return nil
+}
+
+// Poll returns available completions.
+func (c *Conn) Poll(cs []rdma.Completion) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pollLocked(cs)
+}
+
+func (c *Conn) pollLocked(cs []rdma.Completion) int {
+	n := 0
+	for ; n < len(cs) && c.cq.len() > 0; n++ {
+		cs[n] = *c.cq.front()
+		c.cq.pop()
+		switch cs[n].Op {
+		case rdma.OpRecv:
+			c.rqUsed--
+		case rdma.OpRead:
+			c.reads--
+			c.sqUsed--
+		default:
+			c.sqUsed--
+		}
+	}
+	if c.cq.len() > 0 {
+		signal(c.cqReady) // for another waiter
+	}
+	return n
+}
+
+// Wait blocks until completions are available, ctx is done or the
+// connection has ended and been drained.
+func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
+	if len(cs) == 0 {
+		return 0, fmt.Errorf("iwarp: wait: empty completion slice: %w", rdma.ErrInvalid)
+	}
+	for {
+		c.mu.Lock()
+		n := c.pollLocked(cs)
+		dead := c.state == stateDead
+		err := c.err
+		c.mu.Unlock()
+		switch {
+		case n > 0:
+			return n, nil
+		case dead:
+			return 0, err
+		}
+		select {
+		case <-c.cqReady:
+		case <-c.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// pushCQ adds a completion; the caller holds c.mu.
+func (c *Conn) pushCQ(comp rdma.Completion) {
+	*c.cq.push() = comp
+	signal(c.cqReady)
+}
+
+// finish records the outcome of the work request seq and moves every
+// finished work request at the head of the send queue to the completion
+// queue, so completions keep posting order. The caller holds c.mu.
+func (c *Conn) finish(seq uint64, st rdma.Status, n int) {
+	w := c.sq.at(seq)
+	w.done, w.status, w.n = true, st, n
+	if st != rdma.StatusSuccess {
+		w.n = 0
+	}
+	c.drainSQ()
+}
+
+// drainSQ moves the finished work requests at the head of the send queue
+// to the completion queue. The caller holds c.mu.
+func (c *Conn) drainSQ() {
+	for c.sq.len() > 0 && c.sq.front().done {
+		w := c.sq.front()
+		c.pushCQ(rdma.Completion{ID: w.id, Op: w.op, Status: w.status, Len: w.n})
+		c.sq.pop()
+	}
+}
+
+// completeRecv completes the receive at the head of the receive queue.
+// The caller holds c.mu.
+func (c *Conn) completeRecv(comp rdma.Completion) {
+	r := c.rq.front()
+	comp.ID, comp.Op = r.id, rdma.OpRecv
+	if comp.Status != rdma.StatusSuccess {
+		comp.Len = 0
+	}
+	c.rq.pop()
+	c.pushCQ(comp)
+}
+
+// endLocked ends the connection with err: everything outstanding is
+// flushed, Done is closed and the goroutines are told to finish. term, if
+// not nil, is the Terminate FPDU the writer sends first; the goroutines
+// then get terminateLinger to deliver it, else socket I/O is cut short at
+// once. Nothing happens if the connection has already ended. The caller
+// holds c.mu.
+func (c *Conn) endLocked(err error, term []byte) {
+	if c.state == stateDead {
+		return
+	}
+	c.state, c.err, c.term = stateDead, err, term
+	for seq := c.sq.head; seq < c.sq.tail; seq++ {
+		if w := c.sq.at(seq); !w.done {
+			w.done, w.status, w.n = true, rdma.StatusFlushed, 0
+		}
+	}
+	c.drainSQ()
+	for c.rq.len() > 0 {
+		c.completeRecv(rdma.Completion{Status: rdma.StatusFlushed})
+	}
+	c.irq.clear()
+	c.orq.clear()
+	close(c.done)
+	signal(c.kick)
+	if !c.started {
+		return
+	}
+	deadline := time.Now()
+	if term != nil {
+		deadline = deadline.Add(terminateLinger)
+	}
+	c.nc.SetDeadline(deadline)
+}
+
+// closeSocket closes the TCP connection once.
+func (c *Conn) closeSocket() {
+	c.closeOnce.Do(func() { c.nc.Close() })
+}
+
+// Close ends the connection, releases its MRs and waits for its
+// goroutines to exit.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	c.endLocked(rdma.ErrClosed, nil)
+	for m := range c.mrs {
+		c.releaseLocked(m)
+	}
+	started := c.started
+	c.mu.Unlock()
+	if started {
+		<-c.readerDone
+	} else {
+		c.closeSocket()
+	}
+	return nil
+}

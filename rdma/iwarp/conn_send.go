@@ -1,0 +1,344 @@
+package iwarp
+
+// The transmit path: one writer goroutine per connection.
+//
+// The writer takes one message at a time, under c.mu, in this order: the
+// RDMA Read Responses owed (first, as siw's transmit path favours them),
+// then the send queue in posting order. It segments the message, outside
+// the lock, into FPDUs of at most MULPDU bytes (RFC 5041 section 5.2):
+// Sends untagged on QN 0 with one MSN per message and MO per segment, RDMA
+// Writes and Read Responses tagged with the sink STag and TO, Read Requests
+// untagged on QN 1 with their 28-byte header; L on the last segment.
+// Several FPDUs, of one or several messages, are written with one vectored
+// write (net.Buffers): a header and trailer slot per FPDU from a fixed
+// scratch area and the payload straight from registered memory, so the
+// steady state allocates nothing. A Send or Write completes when the write
+// holding its last FPDU has returned.
+
+import (
+	"net"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
+)
+
+const (
+	maxBatchFPDUs = 64      // FPDUs per vectored write
+	maxBatchBytes = 1 << 20 // bytes per vectored write, roughly
+	hdrSlot       = mpa.LengthFieldLen + ddp.UntaggedHeaderLen + ddp.ReadRequestLen
+	trailerSlot   = 8 // pad (at most 3) and CRC (4)
+
+	// rtrSTag is the STag of the zero-length RDMA Write an initiator
+	// sends first: index 0, never valid, as Linux siw's RTR messages use.
+	// A zero-length Write is not checked (RFC 5040 section 4.3).
+	rtrSTag = 1
+)
+
+type msgKind uint8
+
+const (
+	msgWR       msgKind = iota // a send-queue work request
+	msgResponse                // an RDMA Read Response
+	msgRTR                     // the initiator's first, zero-length RDMA Write
+)
+
+// txMsg is the message being segmented.
+type txMsg struct {
+	kind     msgKind
+	seq      uint64     // send-queue sequence (msgWR)
+	hdr      ddp.Header // first segment's header; TO, MO and L vary
+	rr       ddp.ReadRequest
+	src      cursor
+	total    int
+	off      int  // payload bytes segmented so far
+	segs     int  // segments so far
+	complete bool // complete the work request once written (Send, Write)
+}
+
+// txState is the writer's own state; nothing else touches it.
+type txState struct {
+	msn      [2]uint32 // last MSN sent on QN 0 (Send) and QN 1 (Read Request)
+	rtrSent  bool
+	busy     bool // cur is not fully segmented
+	cur      txMsg
+	bufs     net.Buffers // the batch being built
+	out      net.Buffers // the batch being written; WriteTo consumes it
+	hdrs     []byte      // maxBatchFPDUs header slots
+	trailers []byte      // maxBatchFPDUs trailer slots
+	pieces   [][]byte    // one FPDU's pieces, for its CRC
+	nfpdu    int
+	nbytes   int
+	written  []uint64 // send-queue sequences completed by the batch
+}
+
+func (tx *txState) init(c *Conn) {
+	tx.hdrs = make([]byte, maxBatchFPDUs*hdrSlot)
+	tx.trailers = make([]byte, maxBatchFPDUs*trailerSlot)
+	tx.bufs = make(net.Buffers, 0, 4*maxBatchFPDUs)
+	tx.pieces = make([][]byte, 0, MaxSGE+2)
+	tx.written = make([]uint64, 0, maxBatchFPDUs)
+}
+
+// writer is the goroutine that transmits for c. notBefore is when the
+// first FPDU may go (FirstSendDelay after the Reply, for an initiator).
+func (c *Conn) writer(notBefore time.Time) {
+	defer close(c.writerDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		alive, delay := c.fill(notBefore)
+		if !alive {
+			break
+		}
+		if c.tx.nfpdu > 0 {
+			c.flush()
+			continue
+		}
+		if delay > 0 {
+			timer.Reset(delay)
+		}
+		select {
+		case <-c.kick:
+		case <-c.done:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+	c.mu.Lock()
+	term := c.term
+	c.mu.Unlock()
+	if term != nil {
+		// endLocked set a deadline; the Terminate goes at an FPDU boundary
+		// since batches are written whole. A FIN then tells the peer we
+		// are done, as siw closes after its Terminate.
+		c.nc.Write(term)
+		if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+	}
+}
+
+// fill adds FPDUs to the batch until it is full or nothing more can be
+// sent. It returns false once the connection has ended, and how long to
+// wait before the first FPDU may go when that is what holds it back.
+func (c *Conn) fill(notBefore time.Time) (alive bool, delay time.Duration) {
+	for c.tx.nfpdu < maxBatchFPDUs && c.tx.nbytes < maxBatchBytes {
+		if !c.tx.busy {
+			c.mu.Lock()
+			ok, d := c.pickLocked(notBefore)
+			dead := c.state == stateDead
+			c.mu.Unlock()
+			if dead {
+				return false, 0
+			}
+			if !ok {
+				return true, d
+			}
+		}
+		c.segment()
+	}
+	return true, 0
+}
+
+// pickLocked makes the next message current, if there is one that may be
+// sent now. The caller holds c.mu.
+func (c *Conn) pickLocked(notBefore time.Time) (bool, time.Duration) {
+	switch {
+	case c.state == stateDead, c.fenced:
+		return false, 0
+	case !c.tx.rtrSent:
+		if d := time.Until(notBefore); d > 0 {
+			return false, d
+		}
+		c.tx.rtrSent = true
+		c.tx.cur = txMsg{kind: msgRTR, hdr: ddp.Tagged(ddp.OpRDMAWrite, true, rtrSTag, 0)}
+	case c.irq.len() > 0:
+		if !c.startResponseLocked() {
+			return false, 0
+		}
+	case c.sqNext < c.sq.tail:
+		if !c.startWRLocked() {
+			return false, 0
+		}
+	default:
+		return false, 0
+	}
+	c.tx.busy = true
+	return true, 0
+}
+
+// startResponseLocked makes the Read Response to the oldest inbound Read
+// Request current, after checking its source (RFC 5040 section 7.2: at
+// response time, as siw does). A zero-length Read is not checked. It
+// returns false if the check ended the connection. The caller holds c.mu.
+func (c *Conn) startResponseLocked() bool {
+	q := c.irq.front()
+	c.irq.pop()
+	var src []byte
+	if q.rr.Size > 0 {
+		b, te, ok := c.checkRemote("remote read", rdma.STag(q.rr.SourceSTag), q.rr.SourceTO, int(q.rr.Size), rdma.AccessRemoteRead, &readCodes)
+		if !ok {
+			v := violate(te, &q.hdr, q.ulen)
+			v.rr, v.hasRR = q.rr, true
+			c.violateLocked(v)
+			return false
+		}
+		src = b
+	}
+	c.serving = true
+	c.tx.cur = txMsg{
+		kind:  msgResponse,
+		hdr:   ddp.Tagged(ddp.OpRDMAReadResponse, true, q.rr.SinkSTag, q.rr.SinkTO),
+		src:   cursor{one: src},
+		total: len(src),
+	}
+	return true
+}
+
+var sendOpcodes = [...]ddp.Opcode{
+	rdma.OpSend:             ddp.OpSend,
+	rdma.OpSendInvalidate:   ddp.OpSendInvalidate,
+	rdma.OpSendSE:           ddp.OpSendSE,
+	rdma.OpSendSEInvalidate: ddp.OpSendSEInvalidate,
+}
+
+// startWRLocked makes the next send-queue work request current. Its MRs
+// were checked at post; they may have been invalidated or released since,
+// which is a local protection error, fatal as on an RNIC. It returns false
+// if that ended the connection. The caller holds c.mu.
+func (c *Conn) startWRLocked() bool {
+	seq := c.sqNext
+	c.sqNext++
+	w := c.sq.at(seq)
+	var need rdma.Access
+	if w.op == rdma.OpRead {
+		need = rdma.AccessLocalWrite
+	}
+	if !sglOK(w.sgl, need) {
+		_, err := c.checkSGL(w.sgl, need)
+		c.finish(seq, rdma.StatusLocalProtection, 0)
+		c.violateLocked(violatef(ddp.MakeCause(ddp.LayerRDMAP, 0, 0xff), nil, 0, "%v %d: local %v", w.op, w.id, err))
+		return false
+	}
+	m := txMsg{kind: msgWR, seq: seq, src: cursor{sgl: w.sgl}, total: w.length, complete: true}
+	switch {
+	case w.op.IsSend():
+		c.tx.msn[0]++
+		w.msn = c.tx.msn[0]
+		m.hdr = ddp.Untagged(sendOpcodes[w.op], true, ddp.QNSend, w.msn, 0)
+		if w.op.Invalidates() {
+			m.hdr.InvalidateSTag = uint32(w.invalidate)
+		}
+	case w.op == rdma.OpWrite:
+		m.hdr = ddp.Tagged(ddp.OpRDMAWrite, true, uint32(w.remoteSTag), w.remoteTO)
+	default:
+		// The response is placed by walking the SGL; the sink STag and TO
+		// are those of the first SGE, for the peer to echo and for
+		// tracers (tshark matches them) to follow.
+		c.tx.msn[1]++
+		w.msn = c.tx.msn[1]
+		var sink rdma.STag
+		var sinkTO uint64
+		if len(w.sgl) > 0 {
+			sm := w.sgl[0].MR.(*mr)
+			sink, sinkTO = sm.load().stag(), sm.to+uint64(w.sgl[0].Offset)
+		}
+		m.hdr = ddp.Untagged(ddp.OpRDMAReadRequest, true, ddp.QNReadRequest, c.tx.msn[1], 0)
+		m.rr = ddp.ReadRequest{
+			SinkSTag:   uint32(sink),
+			SinkTO:     sinkTO,
+			Size:       uint32(w.length),
+			SourceSTag: uint32(w.remoteSTag),
+			SourceTO:   w.remoteTO,
+		}
+		m.src, m.total, m.complete = cursor{}, 0, false
+		*c.orq.push() = outRead{seq: seq, sinkSTag: uint32(sink), sinkTO: sinkTO, size: w.length}
+	}
+	c.tx.cur = m
+	return true
+}
+
+// segment adds the current message's next FPDUs to the batch, until the
+// message is done or the batch is full.
+func (c *Conn) segment() {
+	tx := &c.tx
+	m := &tx.cur
+	tagged := m.hdr.Control.Tagged()
+	hlen := m.hdr.Len()
+	if m.hdr.HasReadRequest() {
+		hlen += ddp.ReadRequestLen
+	}
+	room := c.mulpdu - hlen
+	for tx.nfpdu < maxBatchFPDUs && tx.nbytes < maxBatchBytes {
+		n := min(room, m.total-m.off)
+		last := m.off+n == m.total
+		seg := ddp.Segment{Header: m.hdr, ReadRequest: m.rr}
+		seg.Control = ddp.MakeControl(tagged, last)
+		if tagged {
+			seg.TO = m.hdr.TO + uint64(m.off)
+		} else {
+			seg.MO = uint32(m.off)
+		}
+		i := tx.nfpdu
+		hb := tx.hdrs[i*hdrSlot : i*hdrSlot : (i+1)*hdrSlot]
+		hb = mpa.AppendHeader(hb, hlen+n)
+		hb = seg.AppendHeaders(hb)
+		tx.bufs = append(tx.bufs, hb)
+		tx.pieces = append(tx.pieces[:0], hb)
+		for k := n; k > 0; {
+			p := m.src.next(k)
+			if p == nil {
+				panic("iwarp: scatter/gather list shorter than its checked length")
+			}
+			tx.bufs = append(tx.bufs, p)
+			tx.pieces = append(tx.pieces, p)
+			k -= len(p)
+		}
+		tb := tx.trailers[i*trailerSlot : i*trailerSlot : (i+1)*trailerSlot]
+		tb = mpa.AppendTrailer(tb, c.crc, tx.pieces...)
+		tx.bufs = append(tx.bufs, tb)
+		tx.nfpdu++
+		tx.nbytes += mpa.FPDULen(hlen + n)
+		m.off += n
+		m.segs++
+		if last {
+			if m.complete {
+				tx.written = append(tx.written, m.seq)
+			}
+			tx.busy = false
+			return
+		}
+	}
+}
+
+// flush writes the batch and completes the work requests it finished. A
+// write error ends the connection (ErrConnectionLost) unless it has
+// already ended, which is what cut the write short.
+func (c *Conn) flush() {
+	tx := &c.tx
+	tx.out = tx.bufs
+	_, err := tx.out.WriteTo(c.nc)
+	clear(tx.bufs) // drop the references to registered memory
+	tx.bufs = tx.bufs[:0]
+	tx.nfpdu, tx.nbytes = 0, 0
+	c.mu.Lock()
+	switch {
+	case err != nil:
+		c.endLocked(rdma.ErrConnectionLost, nil)
+	case c.state != stateDead:
+		for _, seq := range tx.written {
+			c.finish(seq, rdma.StatusSuccess, c.sq.at(seq).length)
+		}
+	}
+	if c.state == stateDead {
+		tx.busy = false // abandon the rest of the message
+	}
+	if !tx.busy || tx.cur.kind != msgResponse {
+		c.serving = false
+	}
+	c.mu.Unlock()
+	tx.written = tx.written[:0]
+}

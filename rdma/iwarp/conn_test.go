@@ -1,0 +1,127 @@
+package iwarp
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
+	"github.com/go-rpcrdma/rpcrdma/rdma/rdmatest"
+)
+
+// TestConformanceSmallMSS runs the suite with FPDUs of at most 530 bytes,
+// so that Sends, Writes and Read Responses of every size are segmented.
+func TestConformanceSmallMSS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow with small FPDUs")
+	}
+	conformance(t, Options{CRC: CRCRequire, MSS: 536})
+}
+
+// TestPeerEndings checks how our side ends when the raw peer leaves: a FIN
+// inside an FPDU is a disconnect, a reset a lost connection, and a
+// Terminate in siw's layout is decoded as the TerminateError it means.
+func TestPeerEndings(t *testing.T) {
+	for _, role := range []string{"responder", "initiator"} {
+		for _, tc := range []struct {
+			name string
+			run  func(*rawPeer)
+			want func(*testing.T, error)
+		}{
+			{"FIN inside an FPDU", func(r *rawPeer) {
+				r.write(mpa.AppendFPDU(nil, r.crc, make([]byte, 40))[:20])
+				r.nc.(*net.TCPConn).CloseWrite() // a FIN, not a reset for unread data
+			}, func(t *testing.T, err error) {
+				if !errors.Is(err, rdma.ErrDisconnected) {
+					t.Errorf("error %v, want ErrDisconnected", err)
+				}
+			}},
+			{"reset", func(r *rawPeer) {
+				r.nc.(*net.TCPConn).SetLinger(0)
+				r.nc.Close()
+			}, func(t *testing.T, err error) {
+				if !errors.Is(err, rdma.ErrConnectionLost) && !errors.Is(err, rdma.ErrDisconnected) {
+					t.Errorf("error %v, want ErrConnectionLost", err)
+				}
+			}},
+			{"siw Terminate", func(r *rawPeer) {
+				term := ddp.Terminate{Cause: ddp.CauseDDPUntaggedNoBuffer, Layout: ddp.LayoutSiw, HdrCt: ddp.HdrCtM | ddp.HdrCtD | ddp.HdrCtR,
+					ReadRequestOmitted: true, SegmentLen: 100, DDPHeader: ddp.Untagged(ddp.OpSend, true, 0, 1, 0)}
+				r.sendSeg(ddp.Segment{Header: ddp.Untagged(ddp.OpTerminate, true, ddp.QNTerminate, 1, 0), Terminate: term})
+			}, func(t *testing.T, err error) {
+				wantTerm(t, err, ddp.CauseDDPUntaggedNoBuffer, true)
+			}},
+		} {
+			t.Run(role+"/"+tc.name, func(t *testing.T) {
+				rdmatest.CheckGoroutines(t)
+				p := newProvider(t, Options{})
+				r, c, _ := connectRaw(t, p, role == "responder", true, rdma.ConnConfig{})
+				postRecv(t, c, 1, 64)
+				tc.run(r)
+				tc.want(t, waitEnd(t, c))
+				if n := c.Poll(make([]rdma.Completion, 4)); n != 1 {
+					t.Errorf("%d completions, want the flushed receive", n)
+				}
+				if err := c.PostRecv(2, nil); !errors.Is(err, net.ErrClosed) {
+					t.Errorf("post after the end: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// TestLocalProtection invalidates the source of a posted Send before it
+// runs (our responder is fenced): the Send fails with
+// StatusLocalProtection and the connection ends with an RDMAP local
+// catastrophic Terminate, as on an RNIC.
+func TestLocalProtection(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	p := newProvider(t, Options{})
+	s := serve(t, p, rdma.ConnConfig{})
+	r := rawDial(t, s.ln.Addr())
+	r.initiate(request(false, nil))
+	c := s.next(t)
+	m := alloc(t, c, 8, 0)
+	rdmatest.Post(t, c, rdma.WorkRequest{ID: 1, Op: rdma.OpSend, Local: []rdma.SGE{rdmatest.Whole(m)}})
+	rdmatest.Post(t, c, rdma.WorkRequest{ID: 2, Op: rdma.OpSend})
+	m.Invalidate()
+	r.rdmaWrite(rtrSTag, 0, nil) // lifts the fence
+	r.expectTerminate(ddp.MakeCause(ddp.LayerRDMAP, 0, 0xff), nil, 0)
+	wantTerm(t, waitEnd(t, c), ddp.MakeCause(ddp.LayerRDMAP, 0, 0xff), false)
+	wantCompletions(rdma.StatusLocalProtection, rdma.StatusFlushed)(t, c)
+}
+
+// TestInvalidateStalledPlacement has the peer stop in the middle of an
+// RDMA Write's payload while we invalidate the region: Invalidate returns
+// within the handshake timeout, having ended the connection, so nothing
+// can be placed afterwards.
+func TestInvalidateStalledPlacement(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	p := newProvider(t, Options{HandshakeTimeout: 200 * time.Millisecond})
+	r, c, _ := connectRaw(t, p, true, false, rdma.ConnConfig{})
+	m := alloc(t, c, 4096, rdma.AccessRemoteWrite)
+	seg := ddp.Segment{Header: ddp.Tagged(ddp.OpRDMAWrite, true, uint32(m.STag()), m.TO()), Payload: make([]byte, 4000)}
+	b := mpa.AppendFPDU(nil, false, seg.Append(nil))
+	r.write(b[:2000])
+	// Wait until the reader is placing.
+	deadline := time.Now().Add(rawTimeout)
+	for c.placeMu.TryLock() {
+		c.placeMu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader never started placing")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	m.Invalidate()
+	if d := time.Since(start); d < 150*time.Millisecond || d > 2*time.Second {
+		t.Errorf("invalidate took %v", d)
+	}
+	if err := waitEnd(t, c); !errors.Is(err, rdma.ErrConnectionLost) {
+		t.Errorf("error %v, want ErrConnectionLost", err)
+	}
+	m.Release()
+}

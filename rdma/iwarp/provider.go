@@ -1,0 +1,364 @@
+package iwarp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
+)
+
+// Provider limits. A ConnConfig value of zero picks the default; a larger
+// value than the maximum is lowered to it. The read depths are Linux siw's
+// (SIW_MAX_IRD_QP, SIW_MAX_ORD_QP), so that what we advertise never exceeds
+// what a siw peer accepts.
+const (
+	DefaultQueueDepth = 128
+	MaxQueueDepth     = 16384
+	DefaultReadDepth  = 16 // IRD and ORD
+	MaxReadDepth      = 128
+	MaxSGE            = 32
+	MaxMessageSize    = 1 << 30
+)
+
+// Option defaults.
+const (
+	// DefaultRevision is the MPA revision Dial speaks: RFC 6581's enhanced
+	// MPA, which is what Linux siw sends and what the Linux NFS server
+	// requires (it rejects Rev 1).
+	DefaultRevision = 2
+
+	// DefaultHandshakeTimeout bounds each side of the MPA exchange: how
+	// long Dial waits for the Reply (Linux siw waits 10 s) and how long a
+	// listener waits for the Request after the TCP accept.
+	DefaultHandshakeTimeout = 10 * time.Second
+
+	// DefaultFirstSendDelay is how long an initiator waits after the MPA
+	// Reply before its first FPDU. Linux 6.1 siw as responder writes its
+	// Reply before it hooks the socket to the queue pair; an FPDU that
+	// lands in that window stays unread until the next segment arrives
+	// (lab README, "Race in siw's accept"). The window is the time siw
+	// takes to move its QP to RTS, well under a millisecond on real
+	// hardware and a few milliseconds under emulation, so 50 ms covers it
+	// many times over while costing an interactive client little. Work
+	// posted meanwhile is queued, not refused.
+	DefaultFirstSendDelay = 50 * time.Millisecond
+
+	// DefaultMSS is the TCP maximum segment size assumed when the socket
+	// cannot tell (not Linux, or a wrapped net.Conn): Ethernet's 1500-byte
+	// MTU minus IPv4 and TCP headers.
+	DefaultMSS = 1460
+)
+
+// listenBacklog bounds the requests that have completed the MPA Request
+// but wait for Listener.Accept; more are rejected.
+const listenBacklog = 64
+
+// CRCPolicy says when this side sets the C flag (RFC 5044 section 7.1) in
+// the MPA Request or Reply it sends. Whatever the policy, CRC32c is used in
+// both directions exactly when either frame has C set (notes/iwarp-wire.md
+// 1.4): RFC 5044 lets a side stop asking for CRC but not refuse a peer who
+// asks.
+type CRCPolicy uint8
+
+const (
+	// CRCFollow is what Linux siw does: an initiator does not ask (C=0),
+	// a responder copies the Request's C into its Reply. CRC is on iff
+	// the initiator asked.
+	CRCFollow CRCPolicy = iota
+	// CRCRequire always asks (C=1 in Request and Reply), RFC 5044's
+	// recommended default: CRC is always on.
+	CRCRequire
+	// CRCRefuse never asks (C=0 in Request and Reply): CRC is on only if
+	// the peer asks, since RFC 5044 does not allow refusing it.
+	CRCRefuse
+)
+
+// String returns "follow", "require" or "refuse".
+func (p CRCPolicy) String() string {
+	switch p {
+	case CRCFollow:
+		return "follow"
+	case CRCRequire:
+		return "require"
+	case CRCRefuse:
+		return "refuse"
+	}
+	return fmt.Sprintf("CRCPolicy(%d)", uint8(p))
+}
+
+// Options configure a Provider. The zero value asks for the defaults.
+type Options struct {
+	// Revision is the MPA revision Dial sends: 2 (RFC 6581 enhanced, with
+	// the IRD/ORD word; the default) or 1 (RFC 5044, no IRD/ORD exchange:
+	// each side keeps its configured IRD and ORD). A listener answers
+	// whichever of 1 and 2 the initiator speaks.
+	Revision int
+
+	// CRC is when this side asks for CRC32c; see CRCPolicy.
+	CRC CRCPolicy
+
+	// HandshakeTimeout bounds the MPA exchange on each side; zero means
+	// DefaultHandshakeTimeout. Dial's context can only shorten it. It
+	// also bounds how long MR.Invalidate waits for a peer that stalls in
+	// the middle of an FPDU being placed into that region.
+	HandshakeTimeout time.Duration
+
+	// FirstSendDelay is how long an initiator holds its first FPDU after
+	// the MPA Reply; zero means DefaultFirstSendDelay, a negative value no
+	// delay at all.
+	FirstSendDelay time.Duration
+
+	// PeerToPeer makes Dial ask for RFC 6581 peer-to-peer mode, offering a
+	// zero-length RDMA Write as the ready-to-receive (RTR) message. When
+	// the responder agrees, that Write is the initiator's first FPDU and
+	// lifts the responder's fence (RFC 5044 section 7.1.2: a responder
+	// sends nothing before the initiator's first FPDU), so upper layers
+	// whose responder speaks first work. Off by default, as in Linux siw:
+	// RPC-over-RDMA requesters always send first, and an unsolicited
+	// zero-length Write would be refused by a siw peer that did not agree
+	// to peer-to-peer mode.
+	PeerToPeer bool
+
+	// MSS, if positive, replaces the TCP maximum segment size read from
+	// the socket (TCP_MAXSEG on Linux) when sizing FPDUs.
+	MSS int
+
+	// Logger receives connection events (handshake failures, Terminates)
+	// at debug level; nil discards them.
+	Logger *slog.Logger
+}
+
+// Stats count events of a Provider since New. Every rejection of peer
+// input bumps one of them.
+type Stats struct {
+	Dials             uint64 // connections established by Dial
+	Accepts           uint64 // connections established by ConnRequest.Accept
+	HandshakeFailures uint64 // MPA exchanges that failed (bad frame, timeout, refused option)
+	AutoRejects       uint64 // Requests answered with a Reject by the provider (markers, private data)
+	TerminatesSent    uint64 // Terminates sent on established connections: violations detected here
+	TerminatesRecv    uint64 // Terminates received on established connections
+}
+
+type stats struct {
+	dials, accepts, handshakeFailures, autoRejects, termSent, termRecv atomic.Uint64
+}
+
+// Provider is an rdma.Provider speaking iWARP over TCP: MPA (RFC 5044, RFC
+// 6581), DDP (RFC 5041) and RDMAP (RFC 5040), byte-compatible with Linux
+// soft-iWARP. It owns a device-wide STag table shared by its connections,
+// so an STag of another connection is recognised and refused as "not
+// associated" (as siw does), never reached. Create it with New; its methods
+// are safe for concurrent use.
+type Provider struct {
+	opts  Options
+	log   *slog.Logger
+	stags stagTable
+	stats stats
+
+	// wrap, if set, wraps every connection's net.Conn after the socket
+	// options are read; tests use it to record the byte streams.
+	wrap func(net.Conn) net.Conn
+}
+
+var _ rdma.Provider = (*Provider)(nil)
+
+// New returns a Provider with opts. It fails for an unknown revision or
+// CRC policy and for negative sizes or timeouts.
+func New(opts Options) (*Provider, error) {
+	switch {
+	case opts.Revision == 0:
+		opts.Revision = DefaultRevision
+	case opts.Revision != 1 && opts.Revision != 2:
+		return nil, fmt.Errorf("iwarp: new provider: MPA revision %d, want 1 or 2: %w", opts.Revision, rdma.ErrInvalid)
+	}
+	if opts.CRC > CRCRefuse {
+		return nil, fmt.Errorf("iwarp: new provider: %v: %w", opts.CRC, rdma.ErrInvalid)
+	}
+	if opts.HandshakeTimeout < 0 || opts.MSS < 0 {
+		return nil, fmt.Errorf("iwarp: new provider: negative handshake timeout or MSS: %w", rdma.ErrInvalid)
+	}
+	if opts.HandshakeTimeout == 0 {
+		opts.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	switch {
+	case opts.FirstSendDelay == 0:
+		opts.FirstSendDelay = DefaultFirstSendDelay
+	case opts.FirstSendDelay < 0:
+		opts.FirstSendDelay = 0
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{opts: opts, log: log, stags: newSTagTable()}, nil
+}
+
+// Options returns the options in force, defaults filled in (a
+// FirstSendDelay of none reads as 0).
+func (p *Provider) Options() Options { return p.opts }
+
+// Stats returns the provider's counters.
+func (p *Provider) Stats() Stats {
+	return Stats{
+		Dials:             p.stats.dials.Load(),
+		Accepts:           p.stats.accepts.Load(),
+		HandshakeFailures: p.stats.handshakeFailures.Load(),
+		AutoRejects:       p.stats.autoRejects.Load(),
+		TerminatesSent:    p.stats.termSent.Load(),
+		TerminatesRecv:    p.stats.termRecv.Load(),
+	}
+}
+
+// Registered returns how many memory regions are registered on the
+// provider's connections: the leak check for registered memory.
+func (p *Provider) Registered() int {
+	p.stags.mu.Lock()
+	defer p.stags.mu.Unlock()
+	return p.stags.live
+}
+
+// Dial connects to the listener at addr ("host:port") as the initiator:
+// TCP connect, MPA Request with cfg.PrivateData, MPA Reply. The returned
+// rdma.Conn is a *Conn. See rdma.Provider.
+func (p *Provider) Dial(ctx context.Context, addr string, cfg rdma.ConnConfig) (rdma.Conn, error) {
+	if err := rdma.CheckPrivateData("dial", cfg.PrivateData); err != nil {
+		return nil, err
+	}
+	s, err := newSettings(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("iwarp: dial %s: %w", addr, err)
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("iwarp: dial %s: %w", addr, err)
+	}
+	c, err := p.initiate(ctx, nc, s, cfg.PrivateData)
+	if err != nil {
+		p.stats.handshakeFailures.Add(1)
+		p.log.Debug("iwarp: dial failed", "addr", addr, "err", err)
+		var re *rdma.RejectError
+		if errors.As(err, &re) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("iwarp: dial %s: %w", addr, err)
+	}
+	if cfg.Prepare != nil {
+		if err := cfg.Prepare(c); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("iwarp: dial %s: prepare: %w", addr, err)
+		}
+	}
+	c.start()
+	p.stats.dials.Add(1)
+	return c, nil
+}
+
+// Listen starts a TCP listener at addr ("host:port"; port 0 picks one).
+// The returned rdma.Listener is a *Listener.
+func (p *Provider) Listen(ctx context.Context, addr string) (rdma.Listener, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("iwarp: listen %s: %w", addr, err)
+	}
+	l := &Listener{
+		p:       p,
+		ln:      ln,
+		reqs:    make(chan *ConnRequest, listenBacklog),
+		closed:  make(chan struct{}),
+		pending: make(map[net.Conn]struct{}),
+	}
+	l.wg.Add(1)
+	go l.acceptLoop()
+	return l, nil
+}
+
+// mulpdu returns the largest ULPDU this side sends on nc: RFC 5044 section
+// 7.1 applied to the path MSS.
+func (p *Provider) mulpdu(nc net.Conn) int {
+	mss := p.opts.MSS
+	if mss == 0 {
+		var ok bool
+		if mss, ok = tcpMSS(nc); !ok {
+			mss = DefaultMSS
+		}
+	}
+	return mpa.MULPDU(mss, false)
+}
+
+// settings are one side's queue sizes and read depths.
+type settings struct {
+	sq, rq, ird, ord int
+}
+
+func newSettings(cfg rdma.ConnConfig) (settings, error) {
+	var s settings
+	for _, f := range [...]struct {
+		name     string
+		v        int
+		def, max int
+		p        *int
+	}{
+		{"send queue depth", cfg.SendQueueDepth, DefaultQueueDepth, MaxQueueDepth, &s.sq},
+		{"receive queue depth", cfg.RecvQueueDepth, DefaultQueueDepth, MaxQueueDepth, &s.rq},
+		{"IRD", cfg.IRD, DefaultReadDepth, MaxReadDepth, &s.ird},
+		{"ORD", cfg.ORD, DefaultReadDepth, MaxReadDepth, &s.ord},
+	} {
+		switch {
+		case f.v < 0:
+			return s, fmt.Errorf("%s %d is negative: %w", f.name, f.v, rdma.ErrInvalid)
+		case f.v == 0:
+			*f.p = f.def
+		default:
+			*f.p = min(f.v, f.max)
+		}
+	}
+	return s, nil
+}
+
+// negotiateResponder applies RFC 6581 section 9.1 at the responder to the
+// initiator's IRD/ORD word: its IRD rises to the initiator's ORD (up to
+// MaxReadDepth), its ORD falls to the initiator's IRD. The all-ones value
+// mpa.MaxIRDORD means "no automatic negotiation": the responder keeps its
+// own value and answers all-ones in that field. It returns the settings in
+// force and the word for the Reply.
+func negotiateResponder(s settings, init mpa.IRDORD) (settings, mpa.IRDORD) {
+	var w mpa.IRDORD
+	if init.ORD == mpa.MaxIRDORD {
+		w.IRD = mpa.MaxIRDORD
+	} else {
+		s.ird = min(max(s.ird, int(init.ORD)), MaxReadDepth)
+		w.IRD = uint16(s.ird)
+	}
+	if init.IRD == mpa.MaxIRDORD {
+		w.ORD = mpa.MaxIRDORD
+	} else {
+		s.ord = min(s.ord, int(init.IRD))
+		w.ORD = uint16(s.ord)
+	}
+	return s, w
+}
+
+// negotiateInitiator applies RFC 6581 section 9.1 at the initiator to the
+// responder's word: its ORD falls to the responder's IRD and its IRD rises
+// to the responder's ORD. It fails (MPA "insufficient IRD resources") when
+// the responder's ORD exceeds MaxReadDepth.
+func negotiateInitiator(s settings, resp mpa.IRDORD) (settings, error) {
+	if resp.IRD != mpa.MaxIRDORD {
+		s.ord = min(s.ord, int(resp.IRD))
+	}
+	if resp.ORD != mpa.MaxIRDORD {
+		if int(resp.ORD) > MaxReadDepth {
+			return s, fmt.Errorf("responder ORD %d exceeds the largest IRD %d", resp.ORD, MaxReadDepth)
+		}
+		s.ird = max(s.ird, int(resp.ORD))
+	}
+	return s, nil
+}
