@@ -336,7 +336,11 @@ func (c *Conn) loop() {
 					break
 				}
 				for _, comp := range cs[:n] {
-					if comp.Op != rdma.OpRecv {
+					// Messages received before the end still count:
+					// a peer may send its last replies and close.
+					if comp.Op == rdma.OpRecv {
+						c.onRecv(comp)
+					} else {
 						c.onSendQueue(comp)
 					}
 				}
@@ -397,14 +401,21 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 	if derr != nil {
 		raw = append([]byte(nil), msg[:min(len(msg), wire.PrefixLen+4)]...)
 	}
-	if err := c.postRecv(slot); err != nil {
-		c.fail(err)
-		return
-	}
+	// Dispatch before reposting: when the peer has closed after its last
+	// message, the repost fails, and the message must still count.
 	if c.responder {
 		c.resp.onMessage(&in, derr, raw)
 	} else {
 		c.req.onMessage(&in, derr)
+	}
+	// A repost fails only once the connection has ended; the provider
+	// then returns every completion it still holds before Wait reports
+	// the end, and the loop fails the connection there. Failing it here
+	// would forget calls whose replies are still in those completions.
+	if c.Err() == nil {
+		if err := c.postRecv(slot); err != nil {
+			c.log.Debug("rpcrdma: receive not reposted", "slot", slot, "err", err)
+		}
 	}
 }
 

@@ -45,11 +45,21 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 // next call, with its read chunks pulled. It implements rpc.Transport.
 func (c *Conn) Recv() (*rpc.Msg, error) {
 	for {
+		// Messages that arrived before the connection ended are
+		// delivered first.
 		var in inbound
 		select {
 		case in = <-c.incoming:
-		case <-c.done:
-			return nil, c.Err()
+		default:
+			select {
+			case in = <-c.incoming:
+			case <-c.done:
+				select {
+				case in = <-c.incoming:
+				default:
+					return nil, c.Err()
+				}
+			}
 		}
 		if c.req != nil {
 			if in.err != nil {

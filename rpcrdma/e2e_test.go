@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rdma/loopback"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
@@ -29,6 +30,7 @@ const (
 	procEchoFlat = 5 // non-DDP opaque in and out (long call, long reply)
 	procMulti    = 6 // three DDP opaques in, the same three out
 	procBlock    = 7 // waits for its context
+	procSleep    = 8 // sleeps the given milliseconds
 )
 
 func pattern(n int, seed byte) []byte {
@@ -82,6 +84,10 @@ func testServer() *rpc.Server {
 		}
 		return nil
 	}))
+	srv.Handle(testProg, testVers, procSleep, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+		time.Sleep(time.Duration(c.Decoder().Uint32()) * time.Millisecond)
+		return rpc.Body{}, nil
+	})
 	srv.Handle(testProg, testVers, procBlock, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		<-ctx.Done()
 		return rpc.Body{}, ctx.Err()
@@ -150,6 +156,15 @@ func newPairOver(t *testing.T, p rdma.Provider, addr string, ccfg, scfg *Config)
 		}
 	})
 	return pr
+}
+
+func newIWARP(t *testing.T) rdma.Provider {
+	t.Helper()
+	p, err := iwarp.New(iwarp.Options{FirstSendDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -675,5 +690,40 @@ func TestReadChunkReply(t *testing.T) {
 	}
 	if got := q.resp.Stats().Registered; got != qbase {
 		t.Fatalf("read-chunk reply still registered after the DONE timeout (%d bytes)", got-qbase)
+	}
+}
+
+// TestShutdownCompletesCalls shuts the server down while calls are in
+// flight over the software iWARP: every call gets its reply before the
+// connection closes.
+func TestShutdownCompletesCalls(t *testing.T) {
+	p := newPairOver(t, newIWARP(t), "127.0.0.1:0", nil, nil)
+	ctx := ctxT(t)
+	if err := p.cli.Null(ctx, testProg, testVers); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := p.call(ctx, procSleep, u32Args(300), nil, 0)
+			errs <- err
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := p.srv.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("call lost in shutdown: %v", err)
+		}
+	}
+	if t.Failed() {
+		t.Logf("requester %+v", p.conn.Stats())
+		t.Logf("responder %+v err %v", p.resp.Stats(), p.resp.Err())
+		t.Logf("server %+v", p.srv.Stats())
 	}
 }

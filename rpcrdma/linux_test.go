@@ -1,0 +1,263 @@
+package rpcrdma_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
+)
+
+// The Linux kernel as a peer: knfsd (svcrdma) over soft-iWARP in the qemu
+// VM of ../shared/lab, reached on 127.0.0.1:20049 (RPCRDMA_LAB_ADDR
+// overrides). Start it with ../shared/lab/30-boot-vm.sh after the lab's
+// 00/10/20 steps; .ci/run does that. The export is a tmpfs with hello.txt.
+
+const (
+	nfsProg         = 100003
+	nfs3Null        = 0
+	nfs3Lookup      = 3
+	nfs3Read        = 6
+	nfs3Write       = 7
+	nfs3ReadDirPlus = 17
+	nfs4Compound    = 1
+)
+
+// labAddr returns the address of knfsd in the lab VM, or skips the test
+// when the VM is not running. It does not probe the port: siw in Linux 6.1
+// does not recover well from a TCP connection that closes without an MPA
+// Request.
+func labAddr(t *testing.T) string {
+	if addr := os.Getenv("RPCRDMA_LAB_ADDR"); addr != "" {
+		return addr
+	}
+	work := os.Getenv("WORK")
+	if work == "" {
+		work = "/tmp/rpcrdma-lab"
+	}
+	pid, err := os.ReadFile(filepath.Join(work, "qemu.pid"))
+	if err == nil {
+		var n int
+		if _, err = fmt.Sscan(string(pid), &n); err == nil {
+			err = syscall.Kill(n, 0)
+		}
+	}
+	if err != nil {
+		t.Skipf("Linux lab VM not running (%v); boot it with ../shared/lab/30-boot-vm.sh, or set RPCRDMA_LAB_ADDR", err)
+	}
+	console, _ := os.ReadFile(filepath.Join(work, "console.log"))
+	if !bytes.Contains(console, []byte("LAB-READY")) {
+		t.Skip("Linux lab VM not ready (no LAB-READY on its console)")
+	}
+	return "127.0.0.1:20049"
+}
+
+func dialLinux(t *testing.T, o iwarp.Options, cfg *rpcrdma.Config) (*rpcrdma.Conn, *rpc.Client) {
+	t.Helper()
+	addr := labAddr(t)
+	p, err := iwarp.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := rpcrdma.Dial(ctx, p, addr, cfg)
+	if err != nil {
+		t.Fatalf("connecting to knfsd at %s: %v", addr, err)
+	}
+	cli := rpc.NewClient(conn)
+	t.Cleanup(func() { cli.Close(); conn.Close() })
+	return conn, cli
+}
+
+func authSys(t *testing.T) rpc.OpaqueAuth {
+	cred, err := (&rpc.AuthSysParms{MachineName: "go-rpcrdma-test"}).Cred()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cred
+}
+
+func nfsCall(t *testing.T, cli *rpc.Client, vers, proc uint32, args rpc.Body, bufs [][]byte, maxReply int) *rpc.BodyDecoder {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: vers, Proc: proc, Cred: authSys(t), Args: args, ResultBufs: bufs, MaxReply: maxReply})
+	if err != nil {
+		t.Fatalf("NFSv%d procedure %d: %v", vers, proc, err)
+	}
+	d := rpc.NewBodyDecoder(rep.Results)
+	return &d
+}
+
+// rootFH gets the export's root file handle with an NFSv4.0
+// COMPOUND(PUTROOTFH, GETFH).
+func rootFH(t *testing.T, cli *rpc.Client) []byte {
+	var a rpc.Body
+	a.XDR = xdr.AppendString(a.XDR, "") // tag
+	a.XDR = xdr.AppendUint32(a.XDR, 0)  // minorversion
+	a.XDR = xdr.AppendUint32(a.XDR, 2)  // two operations
+	a.XDR = xdr.AppendUint32(a.XDR, 24) // PUTROOTFH
+	a.XDR = xdr.AppendUint32(a.XDR, 10) // GETFH
+	d := nfsCall(t, cli, 4, nfs4Compound, a, nil, 0)
+	status := d.Uint32()
+	d.Opaque(1024) // tag
+	d.Uint32()     // results
+	d.Uint32()     // PUTROOTFH
+	st1 := d.Uint32()
+	d.Uint32() // GETFH
+	st2 := d.Uint32()
+	fh := d.Opaque(128)
+	if d.Err() != nil || status != 0 || st1 != 0 || st2 != 0 {
+		t.Fatalf("COMPOUND(PUTROOTFH, GETFH): status %d/%d/%d %v", status, st1, st2, d.Err())
+	}
+	return append([]byte(nil), fh...)
+}
+
+func skipPostOpAttr(d *rpc.BodyDecoder) {
+	if d.Bool() {
+		d.Skip(84) // fattr3
+	}
+}
+
+func lookup(t *testing.T, cli *rpc.Client, dir []byte, name string) []byte {
+	var a rpc.Body
+	a.XDR = xdr.AppendOpaque(a.XDR, dir)
+	a.XDR = xdr.AppendString(a.XDR, name)
+	d := nfsCall(t, cli, 3, nfs3Lookup, a, nil, 0)
+	if st := d.Uint32(); st != 0 {
+		t.Fatalf("LOOKUP %s: status %d", name, st)
+	}
+	return append([]byte(nil), d.Opaque(64)...)
+}
+
+// TestLinuxNFS runs every data path against knfsd: NULL; WRITE with its
+// data in a read chunk; READ with the data placed in a write chunk (and
+// invalidated remotely); READDIRPLUS with a reply chunk; a long call; CRC
+// on; Version Two falling back to One (Linux answers ERR_VERS 1..1).
+func TestLinuxNFS(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    iwarp.Options
+		cfg  rpcrdma.Config
+	}{
+		{"v1", iwarp.Options{}, rpcrdma.Config{}},
+		{"crc", iwarp.Options{CRC: iwarp.CRCRequire}, rpcrdma.Config{}},
+		{"v2-falls-back", iwarp.Options{}, rpcrdma.Config{Versions: []wire.Version{1, 2}}},
+		{"long-calls", iwarp.Options{}, rpcrdma.Config{DDPThreshold: 1 << 30}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, cli := dialLinux(t, tc.o, &tc.cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := cli.Null(ctx, nfsProg, 3); err != nil {
+				t.Fatal(err)
+			}
+			in := conn.Info()
+			if in.Version != 1 || !in.PeerPrivateData || in.SendInline != 4096 || in.Credits < 1 {
+				t.Fatalf("negotiated %+v", in)
+			}
+			if tc.cfg.Versions != nil && conn.Stats().VersionFallback != 1 {
+				t.Fatal("no fallback from version 2 recorded")
+			}
+			root := rootFH(t, cli)
+			fh := lookup(t, cli, root, "hello.txt")
+
+			data := make([]byte, 64<<10+3)
+			for i := range data {
+				data[i] = byte(i*7) + byte(len(tc.name))
+			}
+			var w rpc.Body
+			w.XDR = xdr.AppendOpaque(w.XDR, fh)
+			w.XDR = xdr.AppendUint64(w.XDR, 0)
+			w.XDR = xdr.AppendUint32(w.XDR, uint32(len(data)))
+			w.XDR = xdr.AppendUint32(w.XDR, 2) // FILE_SYNC
+			w.AppendDDPOpaque(data)
+			d := nfsCall(t, cli, 3, nfs3Write, w, nil, 0)
+			if st := d.Uint32(); st != 0 {
+				t.Fatalf("WRITE: status %d", st)
+			}
+			if d.Bool() {
+				d.Skip(24)
+			}
+			skipPostOpAttr(d)
+			if n := d.Uint32(); n != uint32(len(data)) || d.Err() != nil {
+				t.Fatalf("WRITE: count %d (%v)", n, d.Err())
+			}
+
+			var r rpc.Body
+			r.XDR = xdr.AppendOpaque(r.XDR, fh)
+			r.XDR = xdr.AppendUint64(r.XDR, 0)
+			r.XDR = xdr.AppendUint32(r.XDR, uint32(len(data)))
+			buf := make([]byte, len(data))
+			d = nfsCall(t, cli, 3, nfs3Read, r, [][]byte{buf}, 0)
+			if st := d.Uint32(); st != 0 {
+				t.Fatalf("READ: status %d", st)
+			}
+			skipPostOpAttr(d)
+			count := d.Uint32()
+			d.Bool() // eof
+			n := d.DDPOpaqueInto(buf)
+			if d.Err() != nil || n != len(data) || count != uint32(n) || !bytes.Equal(buf, data) {
+				t.Fatalf("READ: %d bytes (count %d), equal %v, %v", n, count, bytes.Equal(buf[:n], data[:n]), d.Err())
+			}
+			if conn.Stats().RemoteInvalid == 0 {
+				t.Error("knfsd did not invalidate the write chunk remotely (RFC 8797 flag set)")
+			}
+
+			var rd rpc.Body
+			rd.XDR = xdr.AppendOpaque(rd.XDR, root)
+			rd.XDR = xdr.AppendUint64(rd.XDR, 0)        // cookie
+			rd.XDR = append(rd.XDR, make([]byte, 8)...) // cookieverf
+			rd.XDR = xdr.AppendUint32(rd.XDR, 4096)     // dircount
+			rd.XDR = xdr.AppendUint32(rd.XDR, 32768)    // maxcount
+			d = nfsCall(t, cli, 3, nfs3ReadDirPlus, rd, nil, 32768+512)
+			if st := d.Uint32(); st != 0 || d.Err() != nil {
+				t.Fatalf("READDIRPLUS: status %d %v", st, d.Err())
+			}
+			s := conn.Stats()
+			if s.ReplyChunks == 0 {
+				t.Error("READDIRPLUS did not come back in the reply chunk")
+			}
+			if tc.cfg.DDPThreshold > 0 && s.LongCalls == 0 {
+				t.Error("the WRITE was not sent as a long call")
+			}
+			if tc.cfg.DDPThreshold == 0 && s.ReadChunks == 0 {
+				t.Error("the WRITE data did not go in a read chunk")
+			}
+			if s.ErrorsReceived != [4]uint64{} && tc.cfg.Versions == nil {
+				t.Errorf("RDMA_ERRORs received: %v", s.ErrorsReceived)
+			}
+		})
+	}
+}
+
+// TestLinuxRejectsRevision1: knfsd refuses MPA revision 1 (lab README);
+// the dialer sees an MPA reject, not a hang.
+func TestLinuxRejectsRevision1(t *testing.T) {
+	addr := labAddr(t)
+	p, err := iwarp.New(iwarp.Options{Revision: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = rpcrdma.Dial(ctx, p, addr, nil)
+	if err == nil {
+		t.Fatal("knfsd accepted MPA revision 1")
+	}
+	var rej interface{ Error() string }
+	if !errors.As(err, &rej) {
+		t.Fatal(err)
+	}
+}
