@@ -252,6 +252,7 @@ func (c *Conn) start() {
 	notBefore := time.Now()
 	if c.initiator {
 		notBefore = notBefore.Add(c.p.opts.FirstSendDelay)
+		c.tx.kick = c.p.opts.FirstSendDelay
 	}
 	go c.reader()
 	go c.writer(notBefore)

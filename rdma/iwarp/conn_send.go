@@ -59,8 +59,11 @@ type txMsg struct {
 
 // txState is the writer's own state; nothing else touches it.
 type txState struct {
-	msn      [2]uint32 // last MSN sent on QN 0 (Send) and QN 1 (Read Request)
-	rtrSent  bool
+	msn     [2]uint32 // last MSN sent on QN 0 (Send) and QN 1 (Read Request)
+	rtrSent bool
+	// kick, when not zero, makes the first write hold back its last byte
+	// for this long (see flush).
+	kick     time.Duration
 	busy     bool // cur is not fully segmented
 	cur      txMsg
 	bufs     net.Buffers // the batch being built
@@ -320,7 +323,33 @@ func (c *Conn) segment() {
 func (c *Conn) flush() {
 	tx := &c.tx
 	tx.out = tx.bufs
-	_, err := tx.out.WriteTo(c.nc)
+	var err error
+	if n := len(tx.out); tx.kick > 0 && n > 1 && len(tx.out[n-1]) > 0 {
+		// Linux 6.1 siw as responder reads nothing that arrives before
+		// its QP is wired to the socket until another segment arrives
+		// (lab README, "Race in siw's accept"). FirstSendDelay usually
+		// covers that window; the last FPDU's trailer (pad and CRC),
+		// sent a FirstSendDelay later as a segment of its own, gives a
+		// slow host (a VM under load) a second chance. The trailer goes
+		// whole: siw 6.1 copies every piece of a trailer split across
+		// segments to the trailer's start (siw_get_trailer), so any
+		// other split of it fails its CRC check.
+		d := tx.kick
+		tx.kick = 0
+		hold := tx.out[n-1]
+		tx.out = tx.out[:n-1]
+		if _, err = tx.out.WriteTo(c.nc); err == nil {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-c.done:
+			}
+			t.Stop()
+			_, err = c.nc.Write(hold)
+		}
+	} else {
+		_, err = tx.out.WriteTo(c.nc)
+	}
 	clear(tx.bufs) // drop the references to registered memory
 	tx.bufs = tx.bufs[:0]
 	tx.nfpdu, tx.nbytes = 0, 0

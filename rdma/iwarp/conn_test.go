@@ -1,6 +1,7 @@
 package iwarp
 
 import (
+	"context"
 	"errors"
 	"net"
 	"testing"
@@ -124,4 +125,35 @@ func TestInvalidateStalledPlacement(t *testing.T) {
 		t.Errorf("error %v, want ErrConnectionLost", err)
 	}
 	m.Release()
+}
+
+// TestFirstWriteTrailerHeld: with the default FirstSendDelay, an initiator
+// sends its first write without the last FPDU's trailer and the trailer a
+// moment later in a segment of its own (for Linux siw's accept race). The
+// responder must still get the message whole, CRC checked.
+func TestFirstWriteTrailerHeld(t *testing.T) {
+	p, err := New(Options{CRC: CRCRequire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := rdmatest.Pair(t, rdmatest.Config{Provider: p, ListenAddr: "127.0.0.1:0"}, rdma.ConnConfig{}, rdma.ConnConfig{})
+	defer a.Close()
+	defer b.Close()
+	if !a.(*Conn).CRC() {
+		t.Fatal("CRC not negotiated")
+	}
+	rbuf := rdmatest.Alloc(t, b, 64, rdma.AccessLocalWrite)
+	rdmatest.PostRecv(t, b, 1, rdma.SGE{MR: rbuf, Length: 64})
+	src := rdmatest.Alloc(t, a, 64, 0)
+	copy(src.Bytes(), "first message, trailer held back")
+	rdmatest.Post(t, a, rdma.WorkRequest{ID: 1, Op: rdma.OpSend, Local: []rdma.SGE{{MR: src, Length: 32}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cs := make([]rdma.Completion, 1)
+	if _, err := b.Wait(ctx, cs); err != nil || cs[0].Status != rdma.StatusSuccess || cs[0].Len != 32 {
+		t.Fatalf("receive: %+v %v", cs[0], err)
+	}
+	if got := string(rbuf.Bytes()[:32]); got != "first message, trailer held back" {
+		t.Fatalf("received %q", got)
+	}
 }

@@ -267,11 +267,24 @@ func (c *Conn) waitArrived() {
 	if !up {
 		return
 	}
-	inq, ok := tcpInq(c.raw)
-	if !ok {
-		return
+	// The reader moves bytes from the socket (SIOCINQ) to cr.n while we
+	// look; a read between the two loads would count its bytes twice and
+	// set a target never reached. Take a snapshot with no read in it.
+	var target uint64
+	for tries := 0; ; tries++ {
+		before := c.cr.n.Load()
+		inq, ok := tcpInq(c.raw)
+		if !ok {
+			return
+		}
+		if c.cr.n.Load() == before {
+			target = before + uint64(inq)
+			break
+		}
+		if tries == 100 {
+			return // the reader is busy reading: it is making progress
+		}
 	}
-	target := c.cr.n.Load() + uint64(inq)
 	deadline := time.Now().Add(arrivalWait)
 	for c.rxDone.Load() < target && time.Now().Before(deadline) {
 		select {

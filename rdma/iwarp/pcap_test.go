@@ -49,12 +49,11 @@ func (c *recConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Write records p before writing it: recorded after, it could land behind
+// the peer's answer to it, which the reader records as soon as it arrives.
 func (c *recConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if n > 0 {
-		c.rec.add(true, p[:n])
-	}
-	return n, err
+	c.rec.add(true, p)
+	return c.Conn.Write(p)
 }
 
 const (

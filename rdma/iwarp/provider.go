@@ -111,7 +111,9 @@ type Options struct {
 
 	// FirstSendDelay is how long an initiator holds its first FPDU after
 	// the MPA Reply; zero means DefaultFirstSendDelay, a negative value no
-	// delay at all.
+	// delay at all. With a delay, the last byte of that first write goes
+	// one more FirstSendDelay later in a TCP segment of its own, which
+	// wakes a Linux siw responder that missed the first segment.
 	FirstSendDelay time.Duration
 
 	// PeerToPeer makes Dial ask for RFC 6581 peer-to-peer mode, offering a
