@@ -1,0 +1,400 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/internal/benchprog"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
+)
+
+// benchResult is one line of the report; the JSON keys are a stable
+// interface (see --help).
+type benchResult struct {
+	Transport   string  `json:"transport"`
+	Op          string  `json:"op"`
+	Size        int     `json:"size"`
+	Outstanding int     `json:"outstanding"`
+	Ops         int     `json:"ops"`
+	OpsPerSec   float64 `json:"ops_per_sec"`
+	MBPerSec    float64 `json:"mb_per_sec"`
+	P50us       float64 `json:"p50_us"`
+	P99us       float64 `json:"p99_us"`
+	AllocsPerOp float64 `json:"allocs_per_op"`
+}
+
+// benchCase is one measurement: outstanding workers each calling op in a
+// loop.
+type benchCase struct {
+	transport   string
+	op          string
+	size        int // payload bytes moved per operation
+	outstanding int
+	// setup returns the operation each worker runs, and a cleanup.
+	setup func() (op func(ctx context.Context, worker int) error, cleanup func(), err error)
+}
+
+func cmdBench(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", "bench [flags]", stderr)
+	connect := fs.String("connect", "", "benchmark the server at HOST:PORT (rpcrdma serve) instead of an in-process one; runs the rdma cases only")
+	duration := fs.Duration("duration", 1500*time.Millisecond, "measuring time per case")
+	jsonOut := fs.Bool("json", false, "print one JSON object with a results array instead of a table")
+	var tf transportFlags
+	tf.register(fs, false)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: rpcrdma bench [flags]
+
+With no --connect, starts an in-process RPC-over-RDMA server over the
+software iWARP on loopback TCP and runs a fixed suite, one case per data
+path (inline, read chunk, write chunk, reply chunk, long call), with one
+and with many calls outstanding. In the same run it measures the
+baselines: raw TCP ping-pong and bulk transfer (transport "rawtcp"), and
+ONC RPC over TCP record marking with the same program (transport "tcp").
+
+Per case: operations per second, MB/s of payload, p50 and p99 latency,
+and heap allocations per operation (client and in-process server
+together). --json prints {"results": [...]} with the keys transport, op,
+size, outstanding, ops, ops_per_sec, mb_per_sec, p50_us, p99_us,
+allocs_per_op.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := tf.check(); err != nil {
+		return err
+	}
+	if *duration <= 0 {
+		return fmt.Errorf("--duration %v: want a positive duration", *duration)
+	}
+
+	var cases []benchCase
+	var closers []func()
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+	rdmaAddr := *connect
+	if rdmaAddr == "" {
+		addr, stop, err := startRDMAServer(tf)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, stop)
+		rdmaAddr = addr
+		raw, stopRaw, err := rawTCPCases()
+		if err != nil {
+			return err
+		}
+		closers = append(closers, stopRaw)
+		cases = append(cases, raw...)
+		tcp, stopTCP, err := rpcTCPCases()
+		if err != nil {
+			return err
+		}
+		closers = append(closers, stopTCP)
+		cases = append(cases, tcp...)
+	}
+	rc, stopRC, err := rdmaCases(rdmaAddr, tf)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, stopRC)
+	cases = append(cases, rc...)
+
+	progress := !*jsonOut && isTerminal(stderr)
+	var results []benchResult
+	for i, c := range cases {
+		if progress {
+			fmt.Fprintf(stderr, "\r\033[K[%d/%d] %s %s %d x%d ...", i+1, len(cases), c.transport, c.op, c.size, c.outstanding)
+		}
+		r, err := runCase(c, *duration)
+		if err != nil {
+			if progress {
+				fmt.Fprintln(stderr)
+			}
+			return fmt.Errorf("%s %s %d bytes, %d outstanding: %w", c.transport, c.op, c.size, c.outstanding, err)
+		}
+		results = append(results, r)
+	}
+	if progress {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Results []benchResult `json:"results"`
+		}{results})
+	}
+	printTable(stdout, results)
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// runCase measures one case for d after a short warm-up.
+func runCase(c benchCase, d time.Duration) (benchResult, error) {
+	op, cleanup, err := c.setup()
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer cleanup()
+	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+	defer cancel()
+	// Warm up: each worker runs a few operations.
+	for w := 0; w < c.outstanding; w++ {
+		for range 3 {
+			if err := op(ctx, w); err != nil {
+				return benchResult{}, err
+			}
+		}
+	}
+	lat := make([][]time.Duration, c.outstanding)
+	for w := range lat {
+		lat[w] = make([]time.Duration, 0, 1<<16)
+	}
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	var wg sync.WaitGroup
+	errs := make([]error, c.outstanding)
+	start := time.Now()
+	deadline := start.Add(d)
+	for w := 0; w < c.outstanding; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				t0 := time.Now()
+				if !t0.Before(deadline) {
+					return
+				}
+				if err := op(ctx, w); err != nil {
+					errs[w] = err
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&ms1)
+	if err := errors.Join(errs...); err != nil {
+		return benchResult{}, err
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	if len(all) == 0 {
+		return benchResult{}, errors.New("no operation completed")
+	}
+	slices.Sort(all)
+	n := len(all)
+	r := benchResult{
+		Transport: c.transport, Op: c.op, Size: c.size, Outstanding: c.outstanding, Ops: n,
+		OpsPerSec:   float64(n) / elapsed.Seconds(),
+		P50us:       float64(all[n/2].Nanoseconds()) / 1e3,
+		P99us:       float64(all[min(n-1, n*99/100)].Nanoseconds()) / 1e3,
+		AllocsPerOp: float64(ms1.Mallocs-ms0.Mallocs) / float64(n),
+	}
+	r.MBPerSec = r.OpsPerSec * float64(c.size) / 1e6
+	return r, nil
+}
+
+func printTable(w io.Writer, rs []benchResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "transport\top\tsize\toutstanding\tops/s\tMB/s\tp50 µs\tp99 µs\tallocs/op\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t\n",
+			r.Transport, r.Op, r.Size, r.Outstanding, r.OpsPerSec, r.MBPerSec, r.P50us, r.P99us, r.AllocsPerOp)
+	}
+	tw.Flush()
+}
+
+// startRDMAServer serves the bench program over the software iWARP on a
+// loopback port and returns its address.
+func startRDMAServer(tf transportFlags) (string, func(), error) {
+	p, err := tf.provider()
+	if err != nil {
+		return "", nil, err
+	}
+	srv := rpc.NewServer(nil)
+	benchprog.Register(srv)
+	stf := tf
+	stf.responder = true
+	stf.version = 2
+	l, err := rpcrdma.Listen(context.Background(), p, "127.0.0.1:0", stf.config(nil))
+	if err != nil {
+		return "", nil, err
+	}
+	done := make(chan struct{})
+	go func() { rpcrdma.Serve(context.Background(), l, srv); close(done) }()
+	return l.Addr().String(), func() { l.Close(); srv.Close(); <-done }, nil
+}
+
+const mib = 1 << 20
+
+// rdmaCases are the RPC-over-RDMA cases against addr, sharing one
+// connection.
+func rdmaCases(addr string, tf transportFlags) ([]benchCase, func(), error) {
+	p, err := tf.provider()
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := rpcrdma.Dial(ctx, p, addr, tf.config(nil))
+	if err != nil {
+		return nil, nil, describeDialError(addr, err)
+	}
+	cli := benchprog.Client{C: rpc.NewClient(conn)}
+	stop := func() { cli.C.Close(); conn.Close() }
+	return programCases("rdma", cli, true), stop, nil
+}
+
+// rpcTCPCases are the same program over ONC RPC record marking on TCP.
+func rpcTCPCases() ([]benchCase, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := rpc.NewServer(&rpc.ServerOptions{Stream: &rpc.StreamOptions{MaxRecord: 4 * mib}})
+	benchprog.Register(srv)
+	done := make(chan struct{})
+	go func() { srv.ServeListener(l); close(done) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t, err := rpc.DialTCP(ctx, l.Addr().String(), &rpc.StreamOptions{MaxRecord: 4 * mib})
+	if err != nil {
+		srv.Close()
+		<-done
+		return nil, nil, err
+	}
+	cli := benchprog.Client{C: rpc.NewClient(t)}
+	stop := func() { cli.C.Close(); srv.Close(); <-done }
+	return programCases("tcp", cli, false), stop, nil
+}
+
+// programCases are the bench program's cases over cli. The TCP baseline
+// runs the cases that have a TCP meaning.
+func programCases(transport string, cli benchprog.Client, all bool) []benchCase {
+	simple := func(op string, size, outstanding int, f func(ctx context.Context, buf []byte) error) benchCase {
+		return benchCase{transport: transport, op: op, size: size, outstanding: outstanding,
+			setup: func() (func(context.Context, int) error, func(), error) {
+				bufs := make([][]byte, outstanding)
+				for i := range bufs {
+					bufs[i] = make([]byte, size)
+					copy(bufs[i], benchprog.Pattern(size))
+				}
+				return func(ctx context.Context, w int) error { return f(ctx, bufs[w]) }, func() {}, nil
+			}}
+	}
+	null := func(ctx context.Context, _ []byte) error { return cli.Null(ctx) }
+	write := func(ctx context.Context, b []byte) error { return cli.Write(ctx, b) }
+	read := func(ctx context.Context, b []byte) error { return cli.Read(ctx, b) }
+	list := func(ctx context.Context, b []byte) error { _, err := cli.List(ctx, len(b)); return err }
+	echo := func(ctx context.Context, b []byte) error { return cli.Echo(ctx, b) }
+	cs := []benchCase{
+		simple("NULL", 0, 1, null),
+		simple("NULL", 0, 32, null),
+		simple("WRITE", 64, 1, write),
+		simple("WRITE", mib, 1, write),
+		simple("READ", mib, 1, read),
+	}
+	if all {
+		cs = append(cs,
+			simple("WRITE", mib, 4, write),
+			simple("READ", mib, 4, read),
+			simple("LIST", 64<<10, 1, list),
+			simple("ECHO", 64<<10, 1, echo),
+		)
+	}
+	return cs
+}
+
+// rawTCPCases are the raw TCP baselines: a 64-byte ping-pong and 1 MiB
+// transfers each acknowledged by the receiver.
+func rawTCPCases() ([]benchCase, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	var wg sync.WaitGroup
+	// The server reads a 4-byte length, that many bytes, and answers
+	// with min(length, 64) bytes.
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				buf := make([]byte, mib)
+				for {
+					if _, err := io.ReadFull(c, buf[:4]); err != nil {
+						return
+					}
+					n := int(uint32(buf[0])<<24 | uint32(buf[1])<<16 | uint32(buf[2])<<8 | uint32(buf[3]))
+					if n > len(buf) {
+						return
+					}
+					if _, err := io.ReadFull(c, buf[:n]); err != nil {
+						return
+					}
+					if _, err := c.Write(buf[:min(n, 64)]); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	rawCase := func(op string, size int) benchCase {
+		return benchCase{transport: "rawtcp", op: op, size: size, outstanding: 1,
+			setup: func() (func(context.Context, int) error, func(), error) {
+				c, err := net.Dial("tcp", l.Addr().String())
+				if err != nil {
+					return nil, nil, err
+				}
+				msg := make([]byte, 4+size)
+				msg[0], msg[1], msg[2], msg[3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
+				ack := make([]byte, min(size, 64))
+				return func(context.Context, int) error {
+					if _, err := c.Write(msg); err != nil {
+						return err
+					}
+					_, err := io.ReadFull(c, ack)
+					return err
+				}, func() { c.Close() }, nil
+			}}
+	}
+	stop := func() { l.Close(); wg.Wait() }
+	return []benchCase{rawCase("pingpong", 64), rawCase("bulk", mib)}, stop, nil
+}

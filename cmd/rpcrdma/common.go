@@ -1,0 +1,97 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
+)
+
+// transportFlags are the connection settings every command shares.
+type transportFlags struct {
+	version      int  // RPC-over-RDMA version: 1, or 2 (falls back to 1 as a requester)
+	inline       int  // inline send and receive size offered in RFC 8797 private data
+	credits      uint // requested (requester) or granted (responder)
+	noRemoteInv  bool // do not use or accept Send With Invalidate
+	crc          bool // MPA CRC32c
+	mpaRev       int  // MPA revision: 1, or 2 (enhanced, RFC 6581)
+	responder    bool
+	logLevel     string
+	ddpThreshold int
+}
+
+func (f *transportFlags) register(fs *flag.FlagSet, responder bool) {
+	f.responder = responder
+	if responder {
+		fs.IntVar(&f.version, "rpcrdma-version", 2, "highest RPC-over-RDMA version served (1, or 2 for both)")
+		fs.UintVar(&f.credits, "credits", rpcrdma.DefaultCredits, "credits granted to each requester")
+	} else {
+		fs.IntVar(&f.version, "rpcrdma-version", 1, "RPC-over-RDMA version to start with (2 falls back to 1 on ERR_VERS)")
+		fs.UintVar(&f.credits, "credits", rpcrdma.DefaultRequestCredits, "credits requested (most calls outstanding)")
+		fs.IntVar(&f.ddpThreshold, "ddp-threshold", rpcrdma.DefaultDDPThreshold, "smallest DDP-eligible argument moved by RDMA Read")
+	}
+	fs.IntVar(&f.inline, "inline", rpcrdma.DefaultInlineSize, "inline send and receive size in bytes (1024..262144)")
+	fs.BoolVar(&f.noRemoteInv, "no-remote-invalidation", false, "do not use or accept Send With Invalidate")
+	fs.BoolVar(&f.crc, "crc", false, "ask for MPA CRC32c (a responder follows the initiator, like Linux siw)")
+	fs.IntVar(&f.mpaRev, "mpa-rev", 2, "MPA revision: 2 (enhanced, RFC 6581; what Linux requires) or 1")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+}
+
+func (f *transportFlags) check() error {
+	if f.version != 1 && f.version != 2 {
+		return fmt.Errorf("--rpcrdma-version %d: want 1 or 2", f.version)
+	}
+	if f.mpaRev != 1 && f.mpaRev != 2 {
+		return fmt.Errorf("--mpa-rev %d: want 1 or 2", f.mpaRev)
+	}
+	if f.inline < wire.MinInlineSize || f.inline > wire.MaxInlineSize {
+		return fmt.Errorf("--inline %d: want %d to %d", f.inline, wire.MinInlineSize, wire.MaxInlineSize)
+	}
+	if f.credits == 0 || f.credits > 1<<16 {
+		return fmt.Errorf("--credits %d: want 1 to 65536", f.credits)
+	}
+	if _, err := f.level(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (f *transportFlags) level() (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(f.logLevel))); err != nil {
+		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	return l, nil
+}
+
+func (f *transportFlags) logger() *slog.Logger {
+	l, _ := f.level()
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// config returns the rpcrdma configuration the flags describe.
+func (f *transportFlags) config(log *slog.Logger) *rpcrdma.Config {
+	cfg := &rpcrdma.Config{
+		InlineSend:           f.inline,
+		InlineRecv:           f.inline,
+		NoRemoteInvalidation: f.noRemoteInv,
+		Logger:               log,
+		DDPThreshold:         f.ddpThreshold,
+	}
+	if f.responder {
+		cfg.Grant = rpcrdma.GrantPolicy{Max: uint32(f.credits)}
+		if f.version == 1 {
+			cfg.Versions = []wire.Version{wire.Version1}
+		}
+	} else {
+		cfg.Credits = uint32(f.credits)
+		if f.version == 2 {
+			cfg.Versions = []wire.Version{wire.Version1, wire.Version2}
+		}
+	}
+	return cfg
+}

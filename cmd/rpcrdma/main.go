@@ -1,0 +1,103 @@
+// Command rpcrdma serves, probes, benchmarks and traces RPC-over-RDMA.
+//
+//	rpcrdma serve [flags]          serve the bench program over the software iWARP
+//	rpcrdma ping [flags] ADDR      NULL calls; print what the connection negotiated
+//	rpcrdma bench [flags]          throughput and latency, with TCP baselines
+//	rpcrdma trace [flags] FILE     decode a pcap/pcapng capture layer by layer
+//
+// Run "rpcrdma COMMAND --help" for each command's flags.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+type command struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "serve the bench program, NULL and CONF_RDMA over the software iWARP", cmdServe},
+		{"ping", "call NULL and print what the connection negotiated", cmdPing},
+		{"bench", "measure throughput and latency against TCP baselines", cmdBench},
+		{"trace", "decode MPA, DDP, RDMAP, RPC-over-RDMA and ONC RPC in a capture", cmdTrace},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: rpcrdma COMMAND [flags] [args]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "RPC-over-RDMA (RFC 5666, RFC 8797, Version Two draft) over a pure-Go iWARP.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-6s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Run "rpcrdma COMMAND --help" for a command's flags.`)
+}
+
+// run dispatches; it returns the process exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			return 2
+		}
+		fmt.Fprintf(stderr, "rpcrdma %s: %v\n", c.name, err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "rpcrdma: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// errUsage: the flags were wrong; the flag package has already said why.
+var errUsage = errors.New("usage")
+
+// newFlags returns a FlagSet for a command that prints its usage to stderr.
+func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: rpcrdma %s\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args, mapping flag errors to errUsage.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	return nil
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/internal/benchprog"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
+)
+
+func cmdServe(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "serve [flags]", stderr)
+	listen := fs.String("listen", "127.0.0.1:20049", "address to listen on (host:port)")
+	grace := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight calls may take to complete")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port); empty: off")
+	var tf transportFlags
+	tf.register(fs, true)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage: rpcrdma serve [flags]
+
+Serves, over the software iWARP (MPA/DDP/RDMAP over TCP), RPC-over-RDMA
+Versions One and Two with:
+  the bench program %#x version %d: NULL, WRITE (read chunks), READ (write
+    chunks), LIST (reply chunk), ECHO (long call and long reply);
+  the Connection Configuration Protocol, program 100417 (CONF_RDMA).
+Logs "listening on ADDR" when ready. SIGINT or SIGTERM stop accepting,
+let in-flight calls complete, close the connections and exit 0.
+
+flags:
+`, benchprog.Prog, benchprog.Vers)
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := tf.check(); err != nil {
+		return err
+	}
+	log := tf.logger()
+	p, err := tf.provider()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ip, _ := p.(*iwarp.Provider)
+	m := newServerMetrics(ip)
+	srv := rpc.NewServer(&rpc.ServerOptions{Logger: log})
+	benchprog.RegisterWith(srv, m.wrap)
+	l, err := rpcrdma.Listen(ctx, p, *listen, tf.config(log))
+	if err != nil {
+		return err
+	}
+	if *metricsAddr != "" {
+		if err := m.start(*metricsAddr, log); err != nil {
+			l.Close()
+			return fmt.Errorf("metrics: %w", err)
+		}
+		defer m.close()
+	}
+	served := make(chan error, 1)
+	go func() { served <- serveLoop(l, srv, m, log) }()
+	log.Info("listening on "+l.Addr().String(), "rpcrdma_version", tf.version, "mpa_rev", tf.mpaRev, "crc", tf.crc, "inline", tf.inline, "credits", tf.credits)
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return err
+	}
+	log.Info("shutting down: no new connections; waiting for in-flight calls", "timeout", *grace)
+	l.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown timed out; closing connections", "err", err)
+	}
+	<-served
+	st := srv.Stats()
+	log.Info("stopped", "calls", st.Calls)
+	return nil
+}
+
+// serveLoop is rpcrdma.Serve with each connection followed by the metrics
+// and logged.
+func serveLoop(l *rpcrdma.Listener, srv *rpc.Server, m *serverMetrics, log *slog.Logger) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := l.Accept(context.Background())
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		m.add(c)
+		in := c.Info()
+		log.Debug("connection", "remote", in.Remote, "peer_private_data", in.PeerPrivateData, "send_inline", in.SendInline, "credits", in.Credits)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv.Serve(c)
+			c.Close()
+			m.remove(c)
+			log.Debug("connection closed", "remote", in.Remote, "err", c.Err())
+		}()
+	}
+}
