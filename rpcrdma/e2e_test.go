@@ -101,7 +101,21 @@ type pair struct {
 	conn *Conn // requester
 	srv  *rpc.Server
 	resp *Conn
-	net  *loopback.Network
+	net  interface{ Registered() int } // the provider's live registrations
+}
+
+// pairFunc makes a requester/responder pair over one provider.
+type pairFunc func(t *testing.T, ccfg, scfg *Config) *pair
+
+// forProviders runs f over the strict in-process provider and over the
+// software iWARP on loopback TCP.
+func forProviders(t *testing.T, f func(*testing.T, pairFunc)) {
+	t.Run("loopback", func(t *testing.T) { f(t, newPair) })
+	t.Run("iwarp", func(t *testing.T) {
+		f(t, func(t *testing.T, ccfg, scfg *Config) *pair {
+			return newPairOver(t, newIWARP(t), "127.0.0.1:0", ccfg, scfg)
+		})
+	})
 }
 
 func newPair(t *testing.T, ccfg, scfg *Config) *pair {
@@ -135,7 +149,7 @@ func newPairOver(t *testing.T, p rdma.Provider, addr string, ccfg, scfg *Config)
 		t.FailNow()
 	}
 	pr := &pair{conn: conn, resp: resp, srv: testServer()}
-	pr.net, _ = p.(*loopback.Network)
+	pr.net, _ = p.(interface{ Registered() int })
 	served := make(chan struct{})
 	go func() { pr.srv.Serve(resp); close(served) }()
 	pr.cli = rpc.NewClient(conn)
@@ -190,7 +204,7 @@ func u32Args(n int) rpc.Body { return rpc.Body{XDR: xdr.AppendUint32(nil, uint32
 
 // TestDataPaths runs one call per data path and checks the bytes and the
 // path taken (by the connections' counters).
-func TestDataPaths(t *testing.T) {
+func testDataPaths(t *testing.T, np pairFunc) {
 	type want struct{ inline, readChunks, writeChunks, replyChunks, longCalls uint64 }
 	tests := []struct {
 		name  string
@@ -292,6 +306,28 @@ func TestDataPaths(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, want{longCalls: 1, readChunks: 2, replyChunks: 1}},
+		{"read-chunk-several-segments", nil, func(t *testing.T, p *pair) {
+			p.conn.req.segSize = 4096
+			data := pattern(20001, 6) // five segments, the last odd
+			rep, err := p.call(ctxT(t), procSum, ddpArgs(data), nil, 0)
+			checkSum(t, rep, err, data)
+		}, want{inline: 1, readChunks: 1}},
+		{"read-chunk-with-pad", nil, func(t *testing.T, p *pair) {
+			p.conn.req.padChunks = true // an RFC 5666 requester
+			data := pattern(5001, 7)
+			rep, err := p.call(ctxT(t), procSum, ddpArgs(data, pattern(3, 1)), nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := rpc.NewBodyDecoder(rep.Results)
+			if n := d.Uint32(); n != 5001 {
+				t.Fatalf("server saw %d bytes: the pad must not count", n)
+			}
+		}, want{inline: 1, readChunks: 1}},
+		{"write-chunk-several-segments", nil, func(t *testing.T, p *pair) {
+			p.conn.req.segSize = 1500
+			readInto(t, p, 7000, 9000)
+		}, want{inline: 1, writeChunks: 1}},
 		{"ddp-threshold-all-chunks", &Config{DDPThreshold: -1}, func(t *testing.T, p *pair) {
 			data := pattern(3, 1)
 			rep, err := p.call(ctxT(t), procSum, ddpArgs(data), nil, 0)
@@ -300,7 +336,7 @@ func TestDataPaths(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newPair(t, tt.cfg, nil)
+			p := np(t, tt.cfg, nil)
 			cbase, sbase := p.conn.Stats().Registered, p.resp.Stats().Registered
 			tt.check(t, p)
 			s := p.conn.Stats()
@@ -327,6 +363,8 @@ func TestDataPaths(t *testing.T) {
 		})
 	}
 }
+
+func TestDataPaths(t *testing.T) { forProviders(t, testDataPaths) }
 
 // longMulti builds procMulti arguments whose middle item is a large inline
 // opaque, so the call needs both a position-zero chunk and data chunks.
@@ -386,8 +424,8 @@ func readInto(t *testing.T, p *pair, n, size int) {
 
 // TestCredits runs more concurrent callers than credits and checks that
 // the requester never exceeds the grant and every call completes.
-func TestCredits(t *testing.T) {
-	p := newPair(t, &Config{Credits: 64}, &Config{Grant: GrantPolicy{Max: 4}})
+func testCredits(t *testing.T, np pairFunc) {
+	p := np(t, &Config{Credits: 64}, &Config{Grant: GrantPolicy{Max: 4}})
 	ctx := ctxT(t)
 	if err := p.cli.Null(ctx, testProg, testVers); err != nil {
 		t.Fatal(err)
@@ -419,6 +457,8 @@ func TestCredits(t *testing.T) {
 	}
 }
 
+func TestCredits(t *testing.T) { forProviders(t, testCredits) }
+
 // TestCreditWaitRespectsContext blocks every credit and checks that a
 // caller waiting for one gives up with its context.
 func TestCreditWaitRespectsContext(t *testing.T) {
@@ -447,7 +487,7 @@ func TestCreditWaitRespectsContext(t *testing.T) {
 }
 
 // TestVersions covers Version Two negotiation and fallback.
-func TestVersions(t *testing.T) {
+func testVersions(t *testing.T, np pairFunc) {
 	v1, v2, both := []wire.Version{1}, []wire.Version{2}, []wire.Version{1, 2}
 	tests := []struct {
 		name       string
@@ -463,7 +503,7 @@ func TestVersions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newPair(t, &Config{Versions: tt.cli}, &Config{Versions: tt.srv})
+			p := np(t, &Config{Versions: tt.cli}, &Config{Versions: tt.srv})
 			data := pattern(50000, 1)
 			rep, err := p.call(ctxT(t), procSum, ddpArgs(data), nil, 0)
 			if tt.errVersErr {
@@ -490,12 +530,14 @@ func TestVersions(t *testing.T) {
 	}
 }
 
+func TestVersions(t *testing.T) { forProviders(t, testVersions) }
+
 // TestRemoteInvalidation checks that replies use Send With Invalidate
 // exactly when the requester allows it and the call named one STag.
-func TestRemoteInvalidation(t *testing.T) {
+func testRemoteInvalidation(t *testing.T, np pairFunc) {
 	for _, off := range []bool{false, true} {
 		t.Run(fmt.Sprintf("disabled=%v", off), func(t *testing.T) {
-			p := newPair(t, &Config{NoRemoteInvalidation: off}, nil)
+			p := np(t, &Config{NoRemoteInvalidation: off}, nil)
 			readInto(t, p, 5000, 8192) // one write chunk: one STag
 			want := uint64(1)
 			if off {
@@ -517,10 +559,12 @@ func TestRemoteInvalidation(t *testing.T) {
 	}
 }
 
+func TestRemoteInvalidation(t *testing.T) { forProviders(t, testRemoteInvalidation) }
+
 // TestReplyTooLarge: a reply that fits neither inline nor a reply chunk is
 // answered with ERR_CHUNK, failing the call and not the connection.
-func TestReplyTooLarge(t *testing.T) {
-	p := newPair(t, nil, nil)
+func testReplyTooLarge(t *testing.T, np pairFunc) {
+	p := np(t, nil, nil)
 	_, err := p.call(ctxT(t), procBig, u32Args(20000), nil, 0)
 	var re *RemoteError
 	if !errors.As(err, &re) || re.Code != wire.ErrChunk {
@@ -531,10 +575,12 @@ func TestReplyTooLarge(t *testing.T) {
 	}
 }
 
+func TestReplyTooLarge(t *testing.T) { forProviders(t, testReplyTooLarge) }
+
 // TestCancelInvalidates abandons a call with a write chunk and checks that
 // its registrations go at once while its credit stays until the reply.
-func TestCancelInvalidates(t *testing.T) {
-	p := newPair(t, nil, nil)
+func testCancelInvalidates(t *testing.T, np pairFunc) {
+	p := np(t, nil, nil)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	done := make(chan error, 1)
 	before := p.net.Registered()
@@ -558,6 +604,8 @@ func TestCancelInvalidates(t *testing.T) {
 	}
 }
 
+func TestCancelInvalidates(t *testing.T) { forProviders(t, testCancelInvalidates) }
+
 // TestCloseFailsCalls closes the requester under a blocked call.
 func TestCloseFailsCalls(t *testing.T) {
 	p := newPair(t, nil, nil)
@@ -580,8 +628,8 @@ func TestCloseFailsCalls(t *testing.T) {
 
 // TestConfRDMA calls the Connection Configuration Protocol, which every
 // responder serves whatever its rpc.Server handles.
-func TestConfRDMA(t *testing.T) {
-	p := newPair(t, nil, &Config{InlineRecv: 8192})
+func testConfRDMA(t *testing.T, np pairFunc) {
+	p := np(t, nil, &Config{InlineRecv: 8192})
 	ctx := ctxT(t)
 	cr, err := QueryConfig(ctx, p.cli, wire.ConfigReq{MaxCallSendSize: 4096, MaxReplySendSize: 4096, MaxRDMARead: 8})
 	if err != nil {
@@ -608,15 +656,17 @@ func TestConfRDMA(t *testing.T) {
 	}
 }
 
+func TestConfRDMA(t *testing.T) { forProviders(t, testConfRDMA) }
+
 // TestOptional sends Version Two RDMA_OPTIONAL messages: a registered
 // opttype reaches its handler, an unknown one is answered
 // RDMA_ERR_INVAL_OPTION, and Version One refuses to send them.
-func TestOptional(t *testing.T) {
+func testOptional(t *testing.T, np pairFunc) {
 	got := make(chan string, 1)
 	scfg := &Config{Options: map[uint32]OptionHandler{
 		42: func(c *Conn, info, payload []byte) error { got <- string(info) + "|" + string(payload); return nil },
 	}}
-	p := newPair(t, &Config{Versions: []wire.Version{1, 2}}, scfg)
+	p := np(t, &Config{Versions: []wire.Version{1, 2}}, scfg)
 	ctx := ctxT(t)
 	if err := p.cli.Null(ctx, testProg, testVers); err != nil { // settles version 2
 		t.Fatal(err)
@@ -646,18 +696,20 @@ func TestOptional(t *testing.T) {
 		t.Fatalf("connection unusable after INVAL_OPTION: %v", err)
 	}
 
-	v1 := newPair(t, nil, nil)
+	v1 := np(t, nil, nil)
 	if err := v1.conn.SendOptional(ctx, 1, 42, nil, nil); err == nil {
 		t.Fatal("RDMA_OPTIONAL sent in Version One")
 	}
 }
 
+func TestOptional(t *testing.T) { forProviders(t, testOptional) }
+
 // TestReadChunkReply: with both sides opted in, a reply that fits neither
 // inline nor a reply chunk comes back as an RFC 5666 read-chunk reply,
 // which the requester pulls and acknowledges with RDMA_DONE, after which
 // the responder releases it.
-func TestReadChunkReply(t *testing.T) {
-	p := newPair(t, &Config{ReadChunkReplies: true}, &Config{ReadChunkReplies: true})
+func testReadChunkReply(t *testing.T, np pairFunc) {
+	p := np(t, &Config{ReadChunkReplies: true}, &Config{ReadChunkReplies: true})
 	base := p.resp.Stats().Registered
 	rep, err := p.call(ctxT(t), procBig, u32Args(20000), nil, 0) // no reply chunk offered
 	if err != nil {
@@ -679,7 +731,7 @@ func TestReadChunkReply(t *testing.T) {
 	}
 
 	// The DONE timeout releases a reply the requester never acknowledges.
-	q := newPair(t, nil, &Config{ReadChunkReplies: true, DoneTimeout: 50 * time.Millisecond})
+	q := np(t, nil, &Config{ReadChunkReplies: true, DoneTimeout: 50 * time.Millisecond})
 	qbase := q.resp.Stats().Registered
 	if _, err := q.call(ctxT(t), procBig, u32Args(20000), nil, 0); !errors.Is(err, ErrBadReply) {
 		t.Fatalf("requester not opted in: %v, want ErrBadReply", err)
@@ -692,6 +744,8 @@ func TestReadChunkReply(t *testing.T) {
 		t.Fatalf("read-chunk reply still registered after the DONE timeout (%d bytes)", got-qbase)
 	}
 }
+
+func TestReadChunkReply(t *testing.T) { forProviders(t, testReadChunkReply) }
 
 // TestShutdownCompletesCalls shuts the server down while calls are in
 // flight over the software iWARP: every call gets its reply before the

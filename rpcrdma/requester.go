@@ -43,6 +43,14 @@ import (
 type requester struct {
 	c       *Conn
 	credits *creditWindow
+
+	// Test knobs, as other requesters build chunks: segSize splits every
+	// read and write chunk into segments of at most that many bytes (as
+	// Linux does page by page); padChunks includes the XDR pad in read
+	// chunks (RFC 5666 requesters did; RFC 8166 section 3.4.5 says the
+	// responder must accept both).
+	segSize   int
+	padChunks bool
 	vers    atomic.Uint32 // version calls are sent in
 	settled atomic.Bool   // a reply other than ERR_VERS has arrived
 
@@ -155,15 +163,18 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 			shift += xdr.RoundUp(len(it.Data))
 			continue
 		}
-		mr, err := c.register(it.Data, rdma.AccessRemoteRead)
+		data := it.Data
+		if r.padChunks && xdr.Pad(len(data)) > 0 {
+			data = xdr.AppendPad(append([]byte(nil), data...), len(data))
+		}
+		mr, err := c.register(data, rdma.AccessRemoteRead)
 		if err != nil {
 			return nil, nil, fmt.Errorf("rpcrdma: registering read chunk of call 0x%x: %w", oc.xid, err)
 		}
 		oc.mrs = append(oc.mrs, mr)
-		hdr.Chunks.Reads = append(hdr.Chunks.Reads, wire.ReadSegment{
-			Position: uint32(it.Offset + shift),
-			Segment:  wire.Segment{Handle: uint32(mr.STag()), Length: uint32(len(it.Data)), Offset: mr.TO()},
-		})
+		for _, seg := range r.segments(mr, len(data)) {
+			hdr.Chunks.Reads = append(hdr.Chunks.Reads, wire.ReadSegment{Position: uint32(it.Offset + shift), Segment: seg})
+		}
 		shift += xdr.RoundUp(len(it.Data))
 		c.stats.ReadChunks.Add(1)
 		c.stats.ReadChunkBytes.Add(uint64(len(it.Data)))
@@ -178,9 +189,7 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 		}
 		oc.mrs = append(oc.mrs, mr)
 		oc.writeBufs = append(oc.writeBufs, buf)
-		hdr.Chunks.Writes = append(hdr.Chunks.Writes, wire.WriteChunk{
-			{Handle: uint32(mr.STag()), Length: uint32(len(buf)), Offset: mr.TO()},
-		})
+		hdr.Chunks.Writes = append(hdr.Chunks.Writes, r.segments(mr, len(buf)))
 		c.stats.WriteChunks.Add(1)
 	}
 
@@ -229,6 +238,20 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 		return nil, nil, fmt.Errorf("%w: call 0x%x: %v", ErrCallTooLarge, oc.xid, err)
 	}
 	return hdr, pieces, nil
+}
+
+// segments describes the first n bytes of mr as one segment, or as
+// segments of at most segSize bytes.
+func (r *requester) segments(mr rdma.MR, n int) wire.WriteChunk {
+	size := r.segSize
+	if size <= 0 || size >= n {
+		return wire.WriteChunk{{Handle: uint32(mr.STag()), Length: uint32(n), Offset: mr.TO()}}
+	}
+	segs := make(wire.WriteChunk, 0, (n+size-1)/size)
+	for off := 0; off < n; off += size {
+		segs = append(segs, wire.Segment{Handle: uint32(mr.STag()), Length: uint32(min(size, n-off)), Offset: mr.TO() + uint64(off)})
+	}
+	return segs
 }
 
 // register registers b on the connection and counts it as registered
