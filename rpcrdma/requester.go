@@ -51,8 +51,8 @@ type requester struct {
 	// responder must accept both).
 	segSize   int
 	padChunks bool
-	vers    atomic.Uint32 // version calls are sent in
-	settled atomic.Bool   // a reply other than ERR_VERS has arrived
+	vers      atomic.Uint32 // version calls are sent in
+	settled   atomic.Bool   // a reply other than ERR_VERS has arrived
 
 	mu    sync.Mutex
 	calls map[uint32]*outCall
