@@ -53,6 +53,8 @@ type Conn struct {
 	sendMR    rdma.MR
 	sendSize  int
 	sendFree  chan int      // free slots of sendMR
+	sends     []sendSlot    // per send slot: its work request, reused
+	recvSGEs  [][1]rdma.SGE // per receive slot: its scatter list, reused
 	sqSlots   chan struct{} // one token per free send-queue entry
 	readSlots chan struct{} // one token per RDMA Read we may have outstanding (ORD)
 
@@ -72,6 +74,17 @@ type Conn struct {
 
 	req  *requester // nil on a responder
 	resp *responder // nil on a requester
+}
+
+// sendSlot is the reusable state of one send buffer: providers do not
+// keep a work request after PostSend returns, so each slot's is built
+// once.
+type sendSlot struct {
+	wr     rdma.WorkRequest
+	sge    [1]rdma.SGE
+	wait   bool       // the poster waits on result
+	result chan error // capacity 1
+	done   func(rdma.Completion)
 }
 
 // inbound is one received message handed from the loop to Recv.
@@ -213,6 +226,7 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	c.recvSlots = min(recvSlots, lim.RecvQueueDepth)
 	c.recvSize = c.cfg.inlineRecv()
 	var err error
+	c.recvSGEs = make([][1]rdma.SGE, c.recvSlots)
 	c.recvMR, err = rc.Alloc(c.recvSlots*c.recvSize, rdma.AccessLocalWrite)
 	if err != nil {
 		return fmt.Errorf("rpcrdma: allocating %d receive buffers: %w", c.recvSlots, err)
@@ -234,7 +248,19 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	}
 	c.stats.Registered.Add(int64(nsend * c.sendSize))
 	c.sendFree = make(chan int, nsend)
+	c.sends = make([]sendSlot, nsend)
 	for i := 0; i < nsend; i++ {
+		s := &c.sends[i]
+		s.result = make(chan error, 1)
+		// A waiting poster frees the slot once it has the result; else
+		// the completion frees it.
+		s.done = func(comp rdma.Completion) {
+			if s.wait {
+				s.result <- c.compErr(comp, "Send")
+			} else {
+				c.sendFree <- i
+			}
+		}
 		c.sendFree <- i
 	}
 	c.sqSlots = make(chan struct{}, sq)
@@ -299,7 +325,9 @@ func (c *Conn) recvBuf(i int) []byte {
 }
 
 func (c *Conn) postRecv(i int) error {
-	err := c.rc.PostRecv(uint64(i), []rdma.SGE{{MR: c.recvMR, Offset: i * c.recvSize, Length: c.recvSize}})
+	sgl := c.recvSGEs[i][:]
+	sgl[0] = rdma.SGE{MR: c.recvMR, Offset: i * c.recvSize, Length: c.recvSize}
+	err := c.rc.PostRecv(uint64(i), sgl)
 	if err != nil {
 		return fmt.Errorf("rpcrdma: posting receive %d: %w", i, err)
 	}
@@ -459,11 +487,11 @@ func (c *Conn) post(ctx context.Context, wr *rdma.WorkRequest, done func(rdma.Co
 	return nil
 }
 
-// sendMsg builds a message in a send slot with fill, which appends the
-// message to the slot's empty slice and returns it, and posts it as a Send
-// (with Invalidate when inv is not zero). It waits for a free send slot. If
-// wait is true it returns after the Send completes, else after posting.
-func (c *Conn) sendMsg(ctx context.Context, fill func([]byte) []byte, inv rdma.STag, wait bool) error {
+// sendMsg builds the message hdr followed by pieces in a send slot and
+// posts it as a Send (with Invalidate when inv is not zero). It waits for a
+// free send slot. If wait is true it returns after the Send completes, else
+// after posting.
+func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait bool) error {
 	var slot int
 	select {
 	case slot = <-c.sendFree:
@@ -472,37 +500,38 @@ func (c *Conn) sendMsg(ctx context.Context, fill func([]byte) []byte, inv rdma.S
 	case <-c.done:
 		return c.Err()
 	}
+	n := hdr.EncodedLen()
+	for _, p := range pieces {
+		n += len(p)
+	}
+	if n > c.sendSize {
+		c.sendFree <- slot
+		return fmt.Errorf("rpcrdma: message of %d bytes exceeds the %d-byte send buffer", n, c.sendSize)
+	}
 	off := slot * c.sendSize
-	buf := c.sendMR.Bytes()[off : off : off+c.sendSize]
-	msg := fill(buf)
-	if len(msg) > c.sendSize || (len(msg) > 0 && &msg[0] != &c.sendMR.Bytes()[off]) {
-		c.sendFree <- slot
-		return fmt.Errorf("rpcrdma: message of %d bytes exceeds the %d-byte send buffer", len(msg), c.sendSize)
+	msg := hdr.Append(c.sendMR.Bytes()[off : off : off+c.sendSize])
+	for _, p := range pieces {
+		msg = append(msg, p...)
 	}
-	wr := &rdma.WorkRequest{Op: rdma.OpSend, Local: []rdma.SGE{{MR: c.sendMR, Offset: off, Length: len(msg)}}}
+	s := &c.sends[slot]
+	s.sge[0] = rdma.SGE{MR: c.sendMR, Offset: off, Length: len(msg)}
+	s.wr = rdma.WorkRequest{Op: rdma.OpSend, Local: s.sge[:]}
 	if inv != 0 {
-		wr.Op = rdma.OpSendInvalidate
-		wr.InvalidateSTag = inv
+		s.wr.Op = rdma.OpSendInvalidate
+		s.wr.InvalidateSTag = inv
 	}
-	var result chan error
-	if wait {
-		result = make(chan error, 1)
-	}
+	s.wait = wait
 	c.stats.InlineBytes.Add(uint64(len(msg)))
-	err := c.post(ctx, wr, func(comp rdma.Completion) {
-		c.sendFree <- slot
-		if result != nil {
-			result <- c.compErr(comp, "Send")
-		}
-	})
-	if err != nil {
+	if err := c.post(ctx, &s.wr, s.done); err != nil {
 		c.sendFree <- slot
 		return err
 	}
 	if !wait {
 		return nil
 	}
-	return <-result
+	err := <-s.result
+	c.sendFree <- slot
+	return err
 }
 
 // compErr turns a failed completion into an error. Every failed

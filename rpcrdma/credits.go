@@ -24,6 +24,7 @@ type creditWindow struct {
 	grant    uint32        // peer's grant, clamped to [1, max]
 	inFlight uint32        // calls sent and not yet answered
 	wake     chan struct{} // closed and replaced when a waiter might proceed
+	waiters  int           // acquires waiting on wake
 	closed   error         // set by close; Acquire then fails with it
 }
 
@@ -68,11 +69,19 @@ func (w *creditWindow) acquire(ctx context.Context) error {
 			return nil
 		}
 		wake := w.wake
+		w.waiters++
 		w.mu.Unlock()
+		var err error
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			return ctx.Err()
+			err = ctx.Err()
+		}
+		w.mu.Lock()
+		w.waiters--
+		w.mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -106,7 +115,12 @@ func (w *creditWindow) state() (grant, inFlight uint32) {
 	return w.grant, w.inFlight
 }
 
+// broadcastLocked wakes every waiter; with none, there is nothing to do
+// (and nothing to allocate).
 func (w *creditWindow) broadcastLocked() {
+	if w.waiters == 0 {
+		return
+	}
 	close(w.wake)
 	w.wake = make(chan struct{})
 }

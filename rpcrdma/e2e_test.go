@@ -123,7 +123,7 @@ func newPair(t *testing.T, ccfg, scfg *Config) *pair {
 	return newPairOver(t, loopback.New(), "", ccfg, scfg)
 }
 
-func newPairOver(t *testing.T, p rdma.Provider, addr string, ccfg, scfg *Config) *pair {
+func newPairOver(t testing.TB, p rdma.Provider, addr string, ccfg, scfg *Config) *pair {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -172,7 +172,7 @@ func newPairOver(t *testing.T, p rdma.Provider, addr string, ccfg, scfg *Config)
 	return pr
 }
 
-func newIWARP(t *testing.T) rdma.Provider {
+func newIWARP(t testing.TB) rdma.Provider {
 	t.Helper()
 	p, err := iwarp.New(iwarp.Options{FirstSendDelay: -1})
 	if err != nil {

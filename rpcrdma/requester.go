@@ -67,6 +67,9 @@ type outCall struct {
 	writeBufs [][]byte  // ResultBufs offered as write chunks, in order
 	replyBuf  []byte    // reply chunk memory, or nil
 	cancelled bool      // CancelCall ran: drop the reply, keep the credit until it comes
+
+	hdr       wire.Header // the transport header, built by marshal
+	piecesBuf [8][]byte   // backing for marshal's pieces, enough for most calls
 }
 
 func newRequester(c *Conn) *requester {
@@ -117,13 +120,7 @@ func (r *requester) send(ctx context.Context, oc *outCall, v wire.Version) error
 	}
 	r.calls[oc.xid] = oc
 	r.mu.Unlock()
-	err = c.sendMsg(ctx, func(b []byte) []byte {
-		b = hdr.Append(b)
-		for _, p := range pieces {
-			b = append(b, p...)
-		}
-		return b
-	}, 0, false)
+	err = c.sendMsg(ctx, hdr, pieces, 0, false)
 	if err != nil {
 		r.mu.Lock()
 		delete(r.calls, oc.xid)
@@ -143,12 +140,13 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 	c := r.c
 	neg := &c.negV[v]
 	m := &oc.msg
-	hdr := &wire.Header{XID: oc.xid, Vers: v, Credits: c.cfg.credits(), Proc: wire.RDMA_MSG}
+	hdr := &oc.hdr
+	*hdr = wire.Header{XID: oc.xid, Vers: v, Credits: c.cfg.credits(), Proc: wire.RDMA_MSG}
 	threshold := c.cfg.ddpThreshold()
 
 	// Reduce: walk the items, inlining small ones, moving the others to
 	// read chunks at their un-reduced positions.
-	pieces := make([][]byte, 0, 2*len(m.Items)+1)
+	pieces := oc.piecesBuf[:0]
 	inlineLen, prev, shift := 0, 0, 0
 	for _, it := range m.Items {
 		if it.Offset < prev || it.Offset > len(m.XDR) {
@@ -383,7 +381,7 @@ func (r *requester) pullReply(in *inbound) {
 	done := &wire.Header{XID: h.XID, Vers: h.Vers, Credits: c.cfg.credits(), Proc: wire.RDMA_DONE}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.sendMsg(ctx, done.Append, 0, false); err != nil {
+	if err := c.sendMsg(ctx, done, nil, 0, false); err != nil {
 		c.log.Debug("rpcrdma: sending RDMA_DONE", "xid", h.XID, "err", err)
 	}
 	c.stats.ReadReplies.Add(1)
@@ -517,5 +515,5 @@ func (c *Conn) SendOptional(ctx context.Context, xid, opttype uint32, info, payl
 	}
 	h := &wire.Header{XID: xid, Vers: v, Credits: c.cfg.credits(), Proc: wire.RDMA_OPTIONAL,
 		Optional: wire.Optional{Type: opttype, Info: info}}
-	return c.sendMsg(ctx, func(b []byte) []byte { return append(h.Append(b), payload...) }, 0, false)
+	return c.sendMsg(ctx, h, [][]byte{payload}, 0, false)
 }

@@ -156,7 +156,7 @@ func (r *responder) sendError(xid uint32, vers wire.Version, code wire.ErrorCode
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := c.sendMsg(ctx, h.Append, 0, false); err != nil {
+		if err := c.sendMsg(ctx, h, nil, 0, false); err != nil {
 			c.log.Debug("rpcrdma: sending RDMA_ERROR", "xid", xid, "err", err)
 		}
 	}()
@@ -457,13 +457,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	// Waiting for the Send's completion also waits for the Writes before
 	// it (completions return in posting order), so the caller's memory
 	// is free when Send returns.
-	err := c.sendMsg(ctx, func(b []byte) []byte {
-		b = h.Append(b)
-		for _, p := range pieces {
-			b = append(b, p...)
-		}
-		return b
-	}, inv, true)
+	err := c.sendMsg(ctx, h, pieces, inv, true)
 	if err == nil {
 		c.stats.RepliesSent.Add(1)
 	}
@@ -539,7 +533,7 @@ func (r *responder) sendReadReply(ctx context.Context, h *wire.Header, pieces []
 			return err
 		}
 	}
-	err = c.sendMsg(ctx, h.Append, 0, true)
+	err = c.sendMsg(ctx, h, nil, 0, true)
 	if err == nil {
 		c.stats.RepliesSent.Add(1)
 		c.stats.ReadReplies.Add(1)

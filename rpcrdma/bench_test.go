@@ -1,0 +1,86 @@
+package rpcrdma
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+)
+
+// Benchmarks per data path, each beside ONC RPC over TCP record marking
+// with the same program in the same run: `go test -run '^$' -bench . ./rpcrdma/`.
+
+// benchClients returns an RPC client over RPC-over-RDMA (software iWARP on
+// loopback TCP) and one over TCP record marking, both to testServer.
+func benchClients(b *testing.B) map[string]*rpc.Client {
+	b.Helper()
+	p := newIWARP(b)
+	pr := newPairOver(b, p, "127.0.0.1:0", nil, nil)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := testServer()
+	go srv.ServeListener(l)
+	b.Cleanup(func() { srv.Close() })
+	t, err := rpc.DialTCP(context.Background(), l.Addr().String(), &rpc.StreamOptions{MaxRecord: 4 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tcp := rpc.NewClient(t)
+	b.Cleanup(func() { tcp.Close() })
+	return map[string]*rpc.Client{"rdma": pr.cli, "tcp": tcp}
+}
+
+func benchCall(b *testing.B, cli *rpc.Client, proc uint32, args rpc.Body, bufs [][]byte, maxReply int) {
+	_, err := cli.Call(context.Background(), &rpc.Request{Prog: testProg, Vers: testVers, Proc: proc, Args: args, ResultBufs: bufs, MaxReply: maxReply})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkPaths(b *testing.B) {
+	clients := benchClients(b)
+	for _, tr := range []string{"rdma", "tcp"} {
+		cli := clients[tr]
+		b.Run("NULL/"+tr, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := cli.Null(context.Background(), testProg, testVers); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("NULL-64-outstanding/"+tr, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(32) // 64 goroutines on 2 cores
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := cli.Null(context.Background(), testProg, testVers); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+		data := pattern(1<<20, 1)
+		b.Run("1MiB-read-chunk/"+tr, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(1 << 20)
+			args := ddpArgs(data)
+			for b.Loop() {
+				benchCall(b, cli, procSum, args, nil, 0)
+			}
+		})
+		buf := make([]byte, 1<<20)
+		b.Run("1MiB-write-chunk/"+tr, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(1 << 20)
+			args := u32Args(1 << 20)
+			for b.Loop() {
+				benchCall(b, cli, procRead, args, [][]byte{buf}, 0)
+			}
+		})
+	}
+}
