@@ -1029,3 +1029,37 @@ func TestTransportCallError(t *testing.T) {
 		t.Fatal(e.Error())
 	}
 }
+
+// releaseTransport is a memTransport whose received calls carry a Release
+// hook, as RPC-over-RDMA's pooled buffers do.
+type releaseTransport struct {
+	*memTransport
+	released chan uint32
+}
+
+func (t *releaseTransport) Recv() (*Msg, error) {
+	m, err := t.memTransport.Recv()
+	if err == nil {
+		xid, _, _ := PeekHeader(m.XDR)
+		m.Release = func() { t.released <- xid }
+	}
+	return m, err
+}
+
+// TestServerReleasesMessages: the Server gives a call's memory back after
+// the handler returned and the reply went out.
+func TestServerReleasesMessages(t *testing.T) {
+	checkLeaks(t)
+	a, b := memPair()
+	rt := &releaseTransport{memTransport: b, released: make(chan uint32, 4)}
+	h := newHarness(t, nil, a, rt)
+	ctx := ctxTimeout(t, 5*time.Second)
+	if _, err := h.call(ctx, procEcho, Body{XDR: xdr.AppendOpaque(nil, []byte("x"))}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rt.released:
+	case <-time.After(5 * time.Second):
+		t.Fatal("message not released")
+	}
+}

@@ -50,7 +50,9 @@ const DefaultMaxInFlight = 128
 // fails or the server is closed.
 type Handler func(ctx context.Context, c *Call) (results Body, err error)
 
-// Call is a call as a Handler sees it.
+// Call is a call as a Handler sees it. Its memory (Header's bodies, Args,
+// the items of Args) is valid until the handler returns: transports reuse
+// it (Msg.Release), so a handler copies what it keeps.
 type Call struct {
 	Header CallHeader // Cred.Body and Verf.Body alias the received message
 	Args   Body       // the arguments, with item offsets relative to Args.XDR
@@ -497,6 +499,9 @@ const maxPooledBuf = 64 << 10
 
 // handle answers one message.
 func (s *Server) handle(ctx context.Context, t Transport, m *Msg) {
+	if m.Release != nil {
+		defer m.Release()
+	}
 	w := s.work.Get().(*callWork)
 	defer s.putWork(w)
 	c := &w.call

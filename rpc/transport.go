@@ -9,6 +9,13 @@ type Msg struct {
 	// For calls only, read by transports that can place results directly
 	// (RPC-over-RDMA write chunks); others ignore them:
 	ResultBufs [][]byte // caller memory for the reply's DDP-eligible items, in result order
+	// Release, when a transport sets it on a message it returns from Recv,
+	// gives the message's memory back to the transport. The Server calls
+	// it once the call's handler has returned and its reply has been sent,
+	// so a handler must not keep Call.Args (or slices of it) after it
+	// returns; copy what it needs. The Client never calls it.
+	Release func()
+
 	// MaxReply is the largest reply the caller expects, in bytes, not
 	// counting DDP-eligible results placed into ResultBufs; 0 means the
 	// reply is known to be small. An RPC-over-RDMA transport offers a

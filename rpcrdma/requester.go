@@ -373,7 +373,7 @@ func (r *requester) pullReply(in *inbound) {
 		r.finish(h.XID, nil, &replyError{xid: h.XID, why: "read chunks in a reply other than one position-zero chunk of RDMA_NOMSG"})
 		return
 	}
-	bufs, err := c.pull(chunks)
+	bufs, err := c.pull(chunks, false)
 	if err != nil {
 		r.finish(h.XID, nil, &replyError{xid: h.XID, why: "pulling the read-chunk reply", err: err})
 		return

@@ -178,6 +178,7 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	}
 	m = &rpc.Msg{}
 	m.XDR = in.payload
+	var pzrc []byte // pooled memory of a long call
 	if h.Proc == wire.RDMA_MSGP && h.Padding.Align > 1 {
 		// Seed 002 section 3.9: opaques of at least rdma_thresh bytes
 		// are padded so their data is aligned to rdma_align in the
@@ -187,11 +188,12 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	if len(chunks) > 0 && chunks[0].Position == 0 {
 		// A long call: the reduced message comes first, so the data
 		// chunks can be checked against it before they are pulled.
-		bufs, err := c.pull(chunks[:1])
+		bufs, err := c.pull(chunks[:1], true)
 		if err != nil {
 			return nil, false, err
 		}
 		m.XDR = bufs[0]
+		pzrc = bufs[0]
 		chunks = chunks[1:]
 		c.stats.LongCalls.Add(1)
 	}
@@ -213,9 +215,22 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		m.Items = append(m.Items, rpc.DDPItem{Offset: off, Data: nil})
 		shift += xdr.RoundUp(n)
 	}
-	bufs, err := c.pull(chunks)
+	bufs, err := c.pull(chunks, true)
 	if err != nil {
+		if pzrc != nil {
+			putBuf(pzrc)
+		}
 		return nil, false, err
+	}
+	if pzrc != nil || len(bufs) > 0 {
+		m.Release = func() {
+			if pzrc != nil {
+				putBuf(pzrc)
+			}
+			for _, b := range bufs {
+				putBuf(b)
+			}
+		}
 	}
 	for i := range m.Items {
 		n := binary.BigEndian.Uint32(m.XDR[m.Items[i].Offset-4:])
@@ -270,12 +285,25 @@ func soleSTag(cl *wire.ChunkLists) rdma.STag {
 
 // pull reads every chunk into memory of its own, all Reads in flight at
 // once up to the ORD, and returns the chunks' contents.
-func (c *Conn) pull(chunks []wire.ReadChunk) ([][]byte, error) {
+// With pooled, the buffers come from getBuf and are the caller's to give
+// back with putBuf; on error pull gives them back itself.
+func (c *Conn) pull(chunks []wire.ReadChunk, pooled bool) (bufs [][]byte, err error) {
 	if len(chunks) == 0 {
 		return nil, nil
 	}
 	maxMsg := max(c.rc.Limits().MaxMessageSize, 4096)
-	bufs := make([][]byte, len(chunks))
+	bufs = make([][]byte, len(chunks))
+	if pooled {
+		defer func() {
+			if err != nil {
+				for _, b := range bufs {
+					if b != nil {
+						putBuf(b)
+					}
+				}
+			}
+		}()
+	}
 	mrs := make([]rdma.MR, 0, len(chunks))
 	defer func() { c.releaseAll(mrs) }()
 	var wg sync.WaitGroup
@@ -287,7 +315,11 @@ func (c *Conn) pull(chunks []wire.ReadChunk) ([][]byte, error) {
 		if n > uint64(maxChunk) {
 			return nil, fmt.Errorf("rpcrdma: read chunk of %d bytes exceeds %d", n, maxChunk)
 		}
-		bufs[i] = make([]byte, n)
+		if pooled {
+			bufs[i] = getBuf(int(n))
+		} else {
+			bufs[i] = make([]byte, n)
+		}
 		mr, err := c.register(bufs[i], rdma.AccessLocalWrite)
 		if err != nil {
 			return nil, fmt.Errorf("rpcrdma: registering read sink: %w", err)
