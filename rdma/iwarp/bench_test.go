@@ -67,20 +67,26 @@ func (s *sendRoundTrip) run(tb testing.TB) {
 }
 
 // TestSteadyStateAllocs checks that the data path, both goroutines of
-// both sides included, allocates nothing per message once warm: Sends
-// and RDMA Writes of several FPDUs, with and without CRC.
+// both sides included, allocates nothing per message once warm: Sends,
+// and RDMA Writes and Reads of several FPDUs, with and without CRC.
 func TestSteadyStateAllocs(t *testing.T) {
 	for _, crc := range []CRCPolicy{CRCFollow, CRCRequire} {
 		t.Run(crc.String(), func(t *testing.T) {
 			a, b := pair(t, Options{CRC: crc})
 			s := newSendRoundTrip(t, a, b, 64)
 			src := rdmatest.Alloc(t, a, 200<<10, 0)
-			dst := rdmatest.Alloc(t, b, 200<<10, rdma.AccessRemoteWrite)
+			dst := rdmatest.Alloc(t, b, 200<<10, rdma.AccessRemoteWrite|rdma.AccessRemoteRead)
+			sink := rdmatest.Alloc(t, a, 200<<10, rdma.AccessLocalWrite)
 			wr := rdma.WorkRequest{ID: 5, Op: rdma.OpWrite, Local: []rdma.SGE{rdmatest.Whole(src)}, RemoteSTag: dst.STag(), RemoteTO: dst.TO()}
+			rd := rdma.WorkRequest{ID: 6, Op: rdma.OpRead, Local: []rdma.SGE{rdmatest.Whole(sink)}, RemoteSTag: dst.STag(), RemoteTO: dst.TO()}
 			cs := make([]rdma.Completion, 1)
 			body := func() {
 				s.run(t)
 				if err := a.PostSend(&wr); err != nil {
+					t.Fatal(err)
+				}
+				wait1(t, a, cs)
+				if err := a.PostSend(&rd); err != nil {
 					t.Fatal(err)
 				}
 				wait1(t, a, cs)
@@ -89,7 +95,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 				body()
 			}
 			if n := testing.AllocsPerRun(50, body); n > 0.1 {
-				t.Errorf("%.2f allocations per round trip and write, want 0", n)
+				t.Errorf("%.2f allocations per round trip, write and read, want 0", n)
 			}
 		})
 	}

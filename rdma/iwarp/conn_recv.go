@@ -196,7 +196,7 @@ func (c *Conn) readWhole(ulen, hlen int) error {
 	case seg.HasReadRequest():
 		err = c.recvReadRequest(&seg, ulen)
 	case seg.HasTerminate():
-		err = c.recvTerminate(&seg)
+		err = c.recvTerminate(seg.Terminate)
 	default:
 		// Check admits nothing else on this path.
 		err = c.fail(violatef(ddp.CauseRDMAPUnexpectedOpcode, &seg.Header, ulen, "%v", seg.Header))
@@ -239,13 +239,16 @@ func (c *Conn) recvReadRequest(seg *ddp.Segment, ulen int) error {
 // recvTerminate ends c with the peer's Terminate. The work request it
 // concerns, where it is still outstanding here, completes with the
 // Terminate's status; the rest are flushed.
-func (c *Conn) recvTerminate(seg *ddp.Segment) error {
+//
+// It takes the Terminate by value: a pointer into the reader's segment
+// would make every segment escape to the heap (the log keeps it).
+func (c *Conn) recvTerminate(term ddp.Terminate) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == stateDead {
 		return errEnded
 	}
-	t := &seg.Terminate
+	t := &term
 	te := termErr(t.Cause, true, t.String())
 	if seq, ok := c.terminatedWRLocked(t); ok {
 		c.finish(seq, te.Status(), 0)
