@@ -15,11 +15,18 @@
 //	                (RFC 5666), Version Two (draft-cel-nfsv4-rpcrdma-version-two-00),
 //	                RFC 8797 connection private data, and the Connection
 //	                Configuration Protocol (program 100417).
+//	rpcrdma/        the RPC-over-RDMA transport: Dial and Listen over any
+//	                provider; a *Conn is an rpc.Transport (requester or
+//	                responder) with credits, chunks, long messages, version
+//	                negotiation and CONF_RDMA.
 //	rdma/           the RDMA provider model: connections with private data,
 //	                memory registration, Send, RDMA Write and Read.
 //	rdma/loopback/  an in-process provider, strict like hardware.
+//	rdma/rdmatest/  the conformance suite every provider passes.
 //	rdma/iwarp/     the IETF iWARP suite in pure Go over TCP: MPA (RFC 5044,
-//	                RFC 6581), DDP (RFC 5041), RDMAP (RFC 5040).
+//	                RFC 6581), DDP (RFC 5041), RDMAP (RFC 5040); it talks
+//	                to Linux soft-iWARP.
+//	cmd/rpcrdma/    the command: serve, ping, bench, trace.
 //
 // Specifications: RFC 5666 and RFC 8166 (RPC-over-RDMA Version One), RFC 8167
 // (bi-directional operation), RFC 8797 (RDMA-CM private data), the Version Two
@@ -27,6 +34,7 @@
 // 6581 (iWARP). The seed texts the project implements are listed in the
 // repository's design notes.
 //
-// Start with package rpc for calling and serving programs, and xdr for
-// encoding their arguments.
+// Start with package rpcrdma (its example serves a program over the
+// software iWARP), package rpc for calling and serving programs, and xdr
+// for encoding their arguments.
 package rpcrdma
