@@ -78,7 +78,14 @@ type Client struct {
 
 type pendingCall struct {
 	done chan callResult // buffered: the completer never blocks
+	msg  Msg             // the call as sent
+	buf  []byte          // backing for msg.XDR, kept across uses
 }
+
+// pendingCalls recycles pendingCall values: a call's is unreachable once
+// Call returns (its xid has left the table, and the transport is done with
+// its memory: the reply came, or CancelCall was called).
+var pendingCalls = sync.Pool{New: func() any { return &pendingCall{done: make(chan callResult, 1)} }}
 
 type callResult struct {
 	msg *Msg
@@ -121,7 +128,14 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 	if err := ctx.Err(); err != nil {
 		return Reply{}, err
 	}
-	pc := &pendingCall{done: make(chan callResult, 1)}
+	pc := pendingCalls.Get().(*pendingCall)
+	defer func() {
+		pc.msg = Msg{}
+		if cap(pc.buf) > 64<<10 {
+			pc.buf = nil // do not hold on to a large long call
+		}
+		pendingCalls.Put(pc)
+	}()
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -138,10 +152,12 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 		Cred: req.Cred, Verf: req.Verf,
 	}
 	id := h.ID()
-	m := &Msg{ResultBufs: req.ResultBufs, MaxReply: req.MaxReply}
+	m := &pc.msg
+	*m = Msg{ResultBufs: req.ResultBufs, MaxReply: req.MaxReply}
 	hlen := h.EncodedLen()
-	m.XDR = h.Append(make([]byte, 0, hlen+len(req.Args.XDR)))
+	m.XDR = h.Append(pc.buf[:0])
 	m.XDR = append(m.XDR, req.Args.XDR...)
+	pc.buf = m.XDR
 	if len(req.Args.Items) > 0 {
 		m.Items = make([]DDPItem, len(req.Args.Items))
 		for i, it := range req.Args.Items {

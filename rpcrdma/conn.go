@@ -168,8 +168,10 @@ func (c *Conn) Stats() StatsSnapshot {
 		c.req.mu.Unlock()
 	} else if c.resp != nil {
 		c.resp.mu.Lock()
-		for _, q := range c.resp.pending {
-			snap.CallsPending += len(q)
+		for _, ic := range c.resp.pending {
+			for ; ic != nil; ic = ic.next {
+				snap.CallsPending++
+			}
 		}
 		c.resp.mu.Unlock()
 	}

@@ -140,7 +140,7 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 
 func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest) (*Conn, error) {
 	c := newConn(l.cfg, true)
-	c.resp = &responder{c: c, pending: make(map[uint32][]*inCall), done: make(map[uint32]*readReply)}
+	c.resp = &responder{c: c, pending: make(map[uint32]*inCall), done: make(map[uint32]*readReply)}
 	grantMax := c.cfg.Grant.Grant(^uint32(0))
 	slots := int(grantMax) + 2
 	rcfg := c.cfg.RDMA

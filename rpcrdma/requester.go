@@ -319,7 +319,8 @@ func (r *requester) onMessage(in *inbound, derr error) {
 		if len(h.Chunks.Reads) > 0 {
 			// An RFC 5666 read-chunk reply: pulling it posts RDMA
 			// Reads, which the loop must not wait for.
-			go r.pullReply(in)
+			cp := *in // in lives on the loop's stack
+			go r.pullReply(&cp)
 			return
 		}
 		r.finish(h.XID, in, nil)

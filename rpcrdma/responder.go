@@ -37,7 +37,7 @@ type responder struct {
 	grant uint32
 
 	mu      sync.Mutex
-	pending map[uint32][]*inCall  // calls received and not yet answered
+	pending map[uint32]*inCall    // calls received and not yet answered, chained by next for a repeated xid
 	done    map[uint32]*readReply // read-chunk replies awaiting RDMA_DONE
 }
 
@@ -55,6 +55,7 @@ type inCall struct {
 	writes wire.WriteList
 	reply  wire.ReplyChunk
 	inv    rdma.STag // the one STag the call named, for Send With Invalidate; 0 if none or several
+	next   *inCall   // a later call with the same xid
 }
 
 // onMessage handles a message received by a responder, on the loop. raw
@@ -240,7 +241,15 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		return r.refuse(ic, "RPC call does not carry the transport header's XID")
 	}
 	r.mu.Lock()
-	r.pending[ic.xid] = append(r.pending[ic.xid], ic)
+	if first := r.pending[ic.xid]; first != nil {
+		last := first
+		for last.next != nil {
+			last = last.next
+		}
+		last.next = ic
+	} else {
+		r.pending[ic.xid] = ic
+	}
 	r.mu.Unlock()
 	return m, true, nil
 }
@@ -385,14 +394,12 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 		return fmt.Errorf("rpcrdma: reply of %d bytes has no RPC header", len(m.XDR))
 	}
 	r.mu.Lock()
-	q := r.pending[xid]
-	var ic *inCall
-	if len(q) > 0 {
-		ic = q[0]
-		if len(q) == 1 {
-			delete(r.pending, xid)
+	ic := r.pending[xid]
+	if ic != nil {
+		if ic.next != nil {
+			r.pending[xid] = ic.next
 		} else {
-			r.pending[xid] = q[1:]
+			delete(r.pending, xid)
 		}
 	}
 	r.mu.Unlock()
@@ -401,7 +408,9 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	}
 	neg := &c.negV[ic.vers]
 
-	h := &wire.Header{XID: xid, Vers: ic.vers, Credits: r.grant, Proc: wire.RDMA_MSG}
+	var hdr wire.Header
+	h := &hdr
+	*h = wire.Header{XID: xid, Vers: ic.vers, Credits: r.grant, Proc: wire.RDMA_MSG}
 	var mrs []rdma.MR
 	defer func() { c.releaseAll(mrs) }()
 	var writes []*rdma.WorkRequest
