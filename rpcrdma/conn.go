@@ -70,7 +70,7 @@ type Conn struct {
 	errMu     sync.Mutex
 	err       error
 
-	stats Stats
+	stats counters
 
 	req  *requester // nil on a responder
 	resp *responder // nil on a requester
@@ -95,8 +95,8 @@ type inbound struct {
 	err     error    // requester: a per-call failure
 }
 
-// Stats are a connection's counters. Read them with Conn.Stats.
-type Stats struct {
+// counters are a connection's counters, read through Conn.Stats.
+type counters struct {
 	CallsSent       atomic.Uint64
 	RepliesReceived atomic.Uint64
 	CallsReceived   atomic.Uint64
@@ -119,7 +119,7 @@ type Stats struct {
 	ReadReplies     atomic.Uint64    // RFC 5666 read-chunk replies sent (responder) or pulled (requester)
 }
 
-func (s *Stats) countError(code wire.ErrorCode, sent bool) {
+func (s *counters) countError(code wire.ErrorCode, sent bool) {
 	i := int(code)
 	if i >= len(s.ErrorsSent) {
 		i = 0
@@ -131,7 +131,7 @@ func (s *Stats) countError(code wire.ErrorCode, sent bool) {
 	}
 }
 
-// StatsSnapshot is a copy of Stats at one moment. ErrorsSent and
+// StatsSnapshot is a connection's counters at one moment. ErrorsSent and
 // ErrorsReceived are indexed by error code (ERR_VERS 1, ERR_CHUNK or
 // RDMA_ERR_BAD_HEADER 2, RDMA_ERR_INVAL_OPTION 3; 0 for other codes).
 type StatsSnapshot struct {
