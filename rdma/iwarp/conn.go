@@ -211,7 +211,11 @@ func newConn(p *Provider, cp connParams) *Conn {
 	c.rx.init()
 	presize(c.sq.buf, func(w *sendWR) *[]rdma.SGE { return &w.sgl })
 	presize(c.rq.buf, func(r *recvWR) *[]rdma.SGE { return &r.sgl })
-	c.rxDone.Store(cp.cr.n.Load() - uint64(cp.br.Buffered()))
+	c.rxDone.Store(cp.cr.n.Load() - uint64(cp.br.Buffered()+len(cp.cr.pend)))
+	if cp.cr.r == io.Reader(cp.raw) {
+		// Only an unwrapped socket: readv would bypass a wrapper's Read.
+		cp.cr.vr = newVecReader(cp.raw)
+	}
 	return c
 }
 
@@ -230,15 +234,50 @@ func presize[T any](slots []T, sgl func(*T) *[]rdma.SGE) {
 
 // countReader counts the bytes read from the socket, so that
 // waitArrived knows when the reader has caught up.
+//
+// On Linux the reader reads payload with readv (readFull): the rest of the
+// payload into its destination and, in the same system call, whatever
+// follows it on the stream (the trailer, the next FPDU's header) into a
+// stash, which Read hands out before it reads the socket again.
 type countReader struct {
-	r io.Reader
-	n atomic.Uint64
+	r    io.Reader
+	n    atomic.Uint64 // bytes read from the socket, pend included
+	vr   *vecReader    // nil: no vectored reads (not Linux, or a wrapped socket)
+	pend []byte        // read from the socket after a payload, not yet handed out
 }
 
 func (cr *countReader) Read(p []byte) (int, error) {
+	if len(cr.pend) > 0 {
+		n := copy(p, cr.pend)
+		cr.pend = cr.pend[n:]
+		return n, nil
+	}
 	n, err := cr.r.Read(p)
 	cr.n.Add(uint64(n))
 	return n, err
+}
+
+// readFull fills p from the stream: first from the stash, then from the
+// socket, with readv where it can, so that what follows p arrives in the
+// same system call. Nothing is ever written to p beyond len(p).
+func (cr *countReader) readFull(p []byte) error {
+	if n := copy(p, cr.pend); n > 0 {
+		cr.pend = cr.pend[n:]
+		p = p[n:]
+	}
+	if cr.vr == nil {
+		_, err := io.ReadFull(cr, p)
+		return err
+	}
+	for len(p) > 0 {
+		n, rest, err := cr.vr.read(p)
+		cr.n.Add(uint64(n + len(rest)))
+		if err != nil {
+			return err
+		}
+		p, cr.pend = p[n:], rest
+	}
+	return nil
 }
 
 // start moves c from setup to up and starts its goroutines.

@@ -332,14 +332,15 @@ func (c *Conn) readStreamed(ulen, hlen int) error {
 }
 
 // readFull fills p from the stream: first what the buffer holds, then
-// straight from the socket. It updates the running CRC.
+// straight from the socket (countReader.readFull, which on Linux reads
+// what follows p in the same system call). It updates the running CRC.
 func (c *Conn) readFull(p []byte) error {
 	n := 0
 	if k := c.br.Buffered(); k > 0 {
 		n, _ = c.br.Read(p[:min(k, len(p))])
 	}
 	if n < len(p) {
-		if _, err := io.ReadFull(c.cr, p[n:]); err != nil {
+		if err := c.cr.readFull(p[n:]); err != nil {
 			return streamErr(p, err)
 		}
 	}
