@@ -78,6 +78,7 @@ package rdma
 
 import (
 	"context"
+	"fmt"
 	"net"
 )
 
@@ -363,4 +364,36 @@ type Completion struct {
 	Solicited       bool
 	Invalidated     bool
 	InvalidatedSTag STag
+}
+
+// Depths are a connection's queue depths and RDMA Read depths.
+type Depths struct {
+	SendQueue, RecvQueue, IRD, ORD int
+}
+
+// Depths returns the depths cfg asks for, with a zero field replaced by
+// def's and a field above max lowered to max's, as every provider applies
+// them. A negative field is an error matching ErrInvalid.
+func (cfg ConnConfig) Depths(def, max Depths) (Depths, error) {
+	var d Depths
+	for _, f := range [...]struct {
+		name        string
+		v, def, max int
+		p           *int
+	}{
+		{"send queue depth", cfg.SendQueueDepth, def.SendQueue, max.SendQueue, &d.SendQueue},
+		{"receive queue depth", cfg.RecvQueueDepth, def.RecvQueue, max.RecvQueue, &d.RecvQueue},
+		{"IRD", cfg.IRD, def.IRD, max.IRD, &d.IRD},
+		{"ORD", cfg.ORD, def.ORD, max.ORD, &d.ORD},
+	} {
+		switch {
+		case f.v < 0:
+			return d, fmt.Errorf("rdma: %s %d is negative: %w", f.name, f.v, ErrInvalid)
+		case f.v == 0:
+			*f.p = f.def
+		default:
+			*f.p = min(f.v, f.max)
+		}
+	}
+	return d, nil
 }

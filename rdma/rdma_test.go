@@ -203,3 +203,15 @@ func TestCheckPrivateData(t *testing.T) {
 		t.Errorf("%d bytes: %v", MaxPrivateData+1, err)
 	}
 }
+
+func TestConnConfigDepths(t *testing.T) {
+	def := Depths{SendQueue: 8, RecvQueue: 9, IRD: 2, ORD: 3}
+	max := Depths{SendQueue: 100, RecvQueue: 100, IRD: 16, ORD: 16}
+	d, err := ConnConfig{RecvQueueDepth: 50, IRD: 1000}.Depths(def, max)
+	if err != nil || d != (Depths{SendQueue: 8, RecvQueue: 50, IRD: 16, ORD: 3}) {
+		t.Fatalf("Depths = %+v, %v", d, err)
+	}
+	if _, err := (ConnConfig{ORD: -1}).Depths(def, max); !errors.Is(err, ErrInvalid) || err.Error() != "rdma: ORD -1 is negative: rdma: invalid argument" {
+		t.Fatalf("negative ORD: %v", err)
+	}
+}

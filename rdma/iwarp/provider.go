@@ -301,28 +301,10 @@ type settings struct {
 }
 
 func newSettings(cfg rdma.ConnConfig) (settings, error) {
-	var s settings
-	for _, f := range [...]struct {
-		name     string
-		v        int
-		def, max int
-		p        *int
-	}{
-		{"send queue depth", cfg.SendQueueDepth, DefaultQueueDepth, MaxQueueDepth, &s.sq},
-		{"receive queue depth", cfg.RecvQueueDepth, DefaultQueueDepth, MaxQueueDepth, &s.rq},
-		{"IRD", cfg.IRD, DefaultReadDepth, MaxReadDepth, &s.ird},
-		{"ORD", cfg.ORD, DefaultReadDepth, MaxReadDepth, &s.ord},
-	} {
-		switch {
-		case f.v < 0:
-			return s, fmt.Errorf("%s %d is negative: %w", f.name, f.v, rdma.ErrInvalid)
-		case f.v == 0:
-			*f.p = f.def
-		default:
-			*f.p = min(f.v, f.max)
-		}
-	}
-	return s, nil
+	d, err := cfg.Depths(
+		rdma.Depths{SendQueue: DefaultQueueDepth, RecvQueue: DefaultQueueDepth, IRD: DefaultReadDepth, ORD: DefaultReadDepth},
+		rdma.Depths{SendQueue: MaxQueueDepth, RecvQueue: MaxQueueDepth, IRD: MaxReadDepth, ORD: MaxReadDepth})
+	return settings{sq: d.SendQueue, rq: d.RecvQueue, ird: d.IRD, ord: d.ORD}, err
 }
 
 // negotiateResponder applies RFC 6581 section 9.1 at the responder to the
