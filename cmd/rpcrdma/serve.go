@@ -32,7 +32,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 Serves, over the software iWARP (MPA/DDP/RDMAP over TCP), RPC-over-RDMA
 Versions One and Two with:
   the bench program %#x version %d: NULL, WRITE (read chunks), READ (write
-    chunks), LIST (reply chunk), ECHO (long call and long reply);
+    chunks), LIST (reply chunk), ECHO (long call and long reply), SLEEP
+    (waits, for shutdown tests);
   the Connection Configuration Protocol, program 100417 (CONF_RDMA).
 Logs "listening on ADDR" when ready. SIGINT or SIGTERM stop accepting,
 let in-flight calls complete, close the connections and exit 0.
