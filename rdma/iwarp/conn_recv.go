@@ -26,6 +26,7 @@ import (
 	"io"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
 )
@@ -433,7 +434,7 @@ func (c *Conn) recvWrite(h *ddp.Header, ulen, plen int) error {
 	}
 	var dst []byte
 	if plen > 0 {
-		b, te, ok := c.checkRemote("remote write", rdma.STag(h.STag), h.TO, plen, rdma.AccessRemoteWrite, &writeCodes)
+		b, te, ok := c.checkRemote("remote write", rdma.STag(h.STag), h.TO, plen, rdma.AccessRemoteWrite, &memreg.WriteCodes)
 		if !ok {
 			return c.unlockFail(violate(te, h, ulen))
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
 )
@@ -182,7 +183,7 @@ func (c *Conn) startResponseLocked() bool {
 	c.irq.pop()
 	var src []byte
 	if q.rr.Size > 0 {
-		b, te, ok := c.checkRemote("remote read", rdma.STag(q.rr.SourceSTag), q.rr.SourceTO, int(q.rr.Size), rdma.AccessRemoteRead, &readCodes)
+		b, te, ok := c.checkRemote("remote read", rdma.STag(q.rr.SourceSTag), q.rr.SourceTO, int(q.rr.Size), rdma.AccessRemoteRead, &memreg.ReadCodes)
 		if !ok {
 			v := violate(te, &q.hdr, q.ulen)
 			v.rr, v.hasRR = q.rr, true
@@ -247,7 +248,7 @@ func (c *Conn) startWRLocked() bool {
 		var sinkTO uint64
 		if len(w.sgl) > 0 {
 			sm := w.sgl[0].MR.(*mr)
-			sink, sinkTO = sm.load().stag(), sm.to+uint64(w.sgl[0].Offset)
+			sink, sinkTO = sm.STag(), sm.Base+uint64(w.sgl[0].Offset)
 		}
 		m.hdr = ddp.Untagged(ddp.OpRDMAReadRequest, true, ddp.QNReadRequest, c.tx.msn[1], 0)
 		m.rr = ddp.ReadRequest{

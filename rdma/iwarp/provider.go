@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
 )
 
@@ -160,7 +161,7 @@ type stats struct {
 type Provider struct {
 	opts  Options
 	log   *slog.Logger
-	stags stagTable
+	stags *memreg.Table
 	stats stats
 
 	// wrap, if set, wraps every connection's net.Conn after the socket
@@ -220,9 +221,7 @@ func (p *Provider) Stats() Stats {
 // Registered returns how many memory regions are registered on the
 // provider's connections: the leak check for registered memory.
 func (p *Provider) Registered() int {
-	p.stags.mu.Lock()
-	defer p.stags.mu.Unlock()
-	return p.stags.live
+	return p.stags.Live()
 }
 
 // Dial connects to the listener at addr ("host:port") as the initiator:

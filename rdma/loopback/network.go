@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
 )
 
 // Provider limits. A ConnConfig value of zero picks the default; a larger
@@ -52,7 +53,7 @@ type Network struct {
 	mu        sync.Mutex
 	listeners map[string]*Listener
 	nextName  uint64
-	stags     stagTable
+	stags     *memreg.Table
 }
 
 var _ rdma.Provider = (*Network)(nil)
@@ -68,9 +69,7 @@ func New() *Network {
 // Registered returns how many memory regions are registered on the
 // network's connections: the leak check for registered memory.
 func (n *Network) Registered() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.stags.live
+	return n.stags.Live()
 }
 
 func (n *Network) name(prefix string) Addr {

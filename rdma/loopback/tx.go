@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
 )
 
 // DefaultLinkTimeout is how long a broken link (Faults.Drop) goes
@@ -258,7 +259,7 @@ func (c *Conn) execSend(seq uint64, w *sendWR) {
 // (notes/iwarp-wire.md 5.6).
 func (c *Conn) execWrite(seq uint64, w *sendWR) {
 	if w.length > 0 {
-		dst, te, ok := c.peer.checkRemote("remote write", w.remoteSTag, w.remoteTO, w.length, rdma.AccessRemoteWrite, &writeCodes)
+		dst, te, ok := c.peer.checkRemote("remote write", w.remoteSTag, w.remoteTO, w.length, rdma.AccessRemoteWrite, &memreg.WriteCodes)
 		if !ok {
 			c.refused(seq, c.peer, te)
 			return
@@ -288,7 +289,7 @@ func (c *Conn) serveRead() {
 	c.irq.pop()
 	p := c.peer
 	if q.length > 0 {
-		src, te, ok := c.checkRemote("remote read", q.stag, q.to, q.length, rdma.AccessRemoteRead, &readCodes)
+		src, te, ok := c.checkRemote("remote read", q.stag, q.to, q.length, rdma.AccessRemoteRead, &memreg.ReadCodes)
 		if !ok {
 			p.refused(q.seq, c, te)
 			return
