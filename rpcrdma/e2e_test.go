@@ -580,6 +580,20 @@ func testReplyTooLarge(t *testing.T, np pairFunc) {
 	if err := p.cli.Null(ctxT(t), testProg, testVers); err != nil {
 		t.Fatalf("connection unusable after ERR_CHUNK: %v", err)
 	}
+
+	// A result larger than the one write chunk offered: ERR_CHUNK, and
+	// although the call named exactly one STag and the requester accepts
+	// Send With Invalidate, an RDMA_ERROR never invalidates remotely.
+	_, err = p.call(ctxT(t), procRead, u32Args(5000), [][]byte{make([]byte, 4096)}, 0)
+	if !errors.As(err, &re) || re.Code != wire.ErrChunk {
+		t.Fatalf("result beyond the write chunk: err = %v, want ERR_CHUNK", err)
+	}
+	if n := p.conn.Stats().RemoteInvalid; n != 0 {
+		t.Fatalf("RDMA_ERROR sent with Invalidate (%d STags invalidated remotely)", n)
+	}
+	if n := p.resp.Stats().ErrorsSent[wire.ErrChunk]; n != 2 {
+		t.Fatalf("responder sent %d ERR_CHUNK, want 2", n)
+	}
 }
 
 func TestReplyTooLarge(t *testing.T) { forProviders(t, testReplyTooLarge) }
@@ -786,5 +800,23 @@ func TestShutdownCompletesCalls(t *testing.T) {
 		t.Logf("requester %+v", p.conn.Stats())
 		t.Logf("responder %+v err %v", p.resp.Stats(), p.resp.Err())
 		t.Logf("server %+v", p.srv.Stats())
+	}
+}
+
+// TestGrantWithinReceives: a responder never grants more credits than it
+// has receives posted for (less two for messages outside the credit count),
+// even when its policy asks for more than the provider's queues hold.
+func TestGrantWithinReceives(t *testing.T) {
+	scfg := &Config{Grant: GrantPolicy{Max: 20000}, InlineRecv: 1024, InlineSend: 1024}
+	p := newPair(t, &Config{InlineRecv: 1024, InlineSend: 1024}, scfg)
+	if err := p.cli.Null(ctxT(t), testProg, testVers); err != nil {
+		t.Fatal(err)
+	}
+	posted := p.resp.recvSlots
+	if g := p.resp.Info().Credits; posted != loopback.MaxQueueDepth || g != uint32(posted-2) {
+		t.Fatalf("granted %d with %d receives posted (provider maximum %d)", g, posted, loopback.MaxQueueDepth)
+	}
+	if g, _ := p.conn.req.credits.state(); g > uint32(p.conn.recvSlots-1) {
+		t.Fatalf("requester accepted a grant of %d with %d receives for replies", g, p.conn.recvSlots)
 	}
 }
