@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1061,5 +1062,98 @@ func TestServerReleasesMessages(t *testing.T) {
 	case <-rt.released:
 	case <-time.After(5 * time.Second):
 		t.Fatal("message not released")
+	}
+}
+
+// goid returns the calling goroutine's number, from its stack header.
+func goid() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+// countWorkers counts the goroutines running Server.worker.
+func countWorkers() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "rpc.(*Server).worker(")
+}
+
+// TestServerWorkers: a transport's calls run on workers that wait for the
+// next call when done: calls made one after another run on a few goroutines,
+// and after a burst at most maxIdleWorkers stay.
+func TestServerWorkers(t *testing.T) {
+	checkLeaks(t)
+	a, b := memPair()
+	s := NewServer(nil)
+	var mu sync.Mutex
+	ids := map[string]int{}
+	s.Handle(testProg, 1, 1, func(ctx context.Context, c *Call) (Body, error) {
+		mu.Lock()
+		ids[goid()]++
+		mu.Unlock()
+		return Body{}, nil
+	})
+	block := make(chan struct{})
+	var running atomic.Int32
+	s.Handle(testProg, 1, 2, func(ctx context.Context, c *Call) (Body, error) {
+		running.Add(1)
+		<-block
+		return Body{}, nil
+	})
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(b) }()
+	cl := NewClient(a)
+	ctx := ctxTimeout(t, 10*time.Second)
+	for range 50 {
+		if _, err := cl.Call(ctx, &Request{Prog: testProg, Vers: 1, Proc: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The next call may arrive before the worker that answered the last
+	// one is back waiting, and start another: a few, not one per call.
+	if len(ids) > 4 {
+		t.Errorf("50 calls in a row ran on %d goroutines, want at most 4", len(ids))
+	}
+
+	const burst = 3 * maxIdleWorkers
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Go(func() {
+			if _, err := cl.Call(ctx, &Request{Prog: testProg, Vers: 1, Proc: 2}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for deadline := time.Now().Add(5 * time.Second); running.Load() < burst; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d calls running", running.Load(), burst)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := countWorkers(); n < burst {
+		t.Errorf("%d workers for %d calls in flight", n, burst)
+	}
+	close(block)
+	wg.Wait()
+	n := 0
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if n = countWorkers(); n <= maxIdleWorkers {
+			break
+		}
+	}
+	if n > maxIdleWorkers {
+		t.Errorf("%d workers left idle, want at most %d", n, maxIdleWorkers)
+	}
+	cl.Close()
+	if err := <-served; err == nil {
+		t.Error("Serve returned nil after the transport closed")
+	}
+	if n := countWorkers(); n != 0 {
+		t.Errorf("%d workers still running after Serve returned", n)
 	}
 }

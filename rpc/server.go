@@ -1,9 +1,12 @@
 package rpc
 
 // A Server answers calls on any number of transports. For each transport,
-// Serve runs one loop that receives messages and starts a goroutine per
-// call, at most MaxInFlight at once; the loop stops receiving while the
-// limit is reached. Each call goroutine decodes the call header and answers
+// Serve runs one loop that receives messages and hands each call to a
+// worker goroutine, at most MaxInFlight at once; the loop stops receiving
+// while the limit is reached. Workers are started as needed and wait for
+// the next call when done (up to maxIdleWorkers of them per transport), so
+// in steady state a call costs a hand-off, not a new goroutine whose stack
+// grows again through the reply path. Each call goroutine decodes the call header and answers
 // in the order of RFC 5531 section 9: RPC_MISMATCH for an rpcvers other
 // than 2; AUTH_ERROR when the credential or verifier is malformed or the
 // authenticator refuses it; PROG_UNAVAIL, PROG_MISMATCH or PROC_UNAVAIL when
@@ -253,6 +256,8 @@ func nullProc(context.Context, *Call) (Body, error) { return Body{}, nil }
 type serverConn struct {
 	t      Transport
 	sem    chan struct{} // one slot per call in flight
+	work   chan *Msg     // to idle workers; closed when the loop ends
+	idle   atomic.Int32  // workers waiting on work, or about to
 	ctx    context.Context
 	cancel context.CancelFunc // cancels the handlers' ctx
 
@@ -315,7 +320,7 @@ func (s *Server) addConn(t Transport) *serverConn {
 	if s.closing {
 		return nil
 	}
-	sc := &serverConn{t: t, sem: make(chan struct{}, s.maxInFlight)}
+	sc := &serverConn{t: t, sem: make(chan struct{}, s.maxInFlight), work: make(chan *Msg)}
 	sc.ctx, sc.cancel = context.WithCancel(context.Background())
 	s.conns[sc] = struct{}{}
 	return sc
@@ -344,13 +349,14 @@ func (s *Server) serveConn(sc *serverConn) error {
 			s.stats.dropped.Add(1)
 			continue
 		}
-		wg.Go(func() {
-			s.handle(ctx, sc.t, m)
-			<-sc.sem
-			sc.end()
-		})
+		select {
+		case sc.work <- m:
+		default:
+			wg.Go(func() { s.worker(sc, m) })
+		}
 	}
 	sc.cancel()
+	close(sc.work)
 	wg.Wait()
 	sc.t.Close()
 
@@ -363,6 +369,30 @@ func (s *Server) serveConn(sc *serverConn) error {
 		return ErrServerClosed
 	}
 	return err
+}
+
+// maxIdleWorkers bounds the workers a transport keeps waiting for calls;
+// more run while more calls are in flight, and exit when done.
+const maxIdleWorkers = 16
+
+// worker answers m, then the calls the loop hands it, until there are
+// enough idle workers or the loop has ended.
+func (s *Server) worker(sc *serverConn, m *Msg) {
+	for {
+		s.handle(sc.ctx, sc.t, m)
+		<-sc.sem
+		sc.end()
+		if sc.idle.Add(1) > maxIdleWorkers {
+			sc.idle.Add(-1)
+			return
+		}
+		next, ok := <-sc.work
+		sc.idle.Add(-1)
+		if !ok {
+			return
+		}
+		m = next
+	}
 }
 
 // checkIdle closes s.idle when shutting down and nothing is served any
