@@ -132,8 +132,16 @@ func testForeignSTag(t *testing.T, cfg Config) {
 func testLocalInvalidate(t *testing.T, cfg Config) {
 	a, b := Pair(t, cfg, rdma.ConnConfig{}, rdma.ConnConfig{})
 	dst := Alloc(t, b, 64, remoteRW)
+	note := Alloc(t, b, 8, rdma.AccessLocalWrite)
+	PostRecv(t, b, 5, Whole(note))
 	Post(t, a, write(a, t, 8, dst.STag(), dst.TO()))
-	Want(t, WaitN(t, cfg, a, 1)[0], 0, rdma.OpWrite, rdma.StatusSuccess, 8)
+	// A Write's completion says only that its source may be reused; the
+	// Send after it arrives once the Write is placed (RFC 5040 section
+	// 5.5), so b knows it may invalidate without refusing that Write.
+	Post(t, a, rdma.WorkRequest{ID: 2, Op: rdma.OpSend})
+	cs := WaitN(t, cfg, a, 2)
+	Want(t, cs[0], 0, rdma.OpWrite, rdma.StatusSuccess, 8)
+	Want(t, WaitN(t, cfg, b, 1)[0], 5, rdma.OpRecv, rdma.StatusSuccess, 0)
 	for i := 0; i < 2; i++ { // invalidating twice is harmless
 		if err := dst.Invalidate(); err != nil || dst.Valid() {
 			t.Fatalf("invalidate: %v, valid %v", err, dst.Valid())

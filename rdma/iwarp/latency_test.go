@@ -1,0 +1,113 @@
+package iwarp_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+)
+
+// BenchmarkPingPong measures the round trip of a 64-byte Send answered by
+// a 64-byte Send, each side waiting on its completion queue, beside a raw
+// TCP ping-pong of the same size in the same run.
+func BenchmarkPingPong(b *testing.B) {
+	b.Run("send", func(b *testing.B) {
+		x, y := tputPair(b, 0)
+		const size = 64
+		setup := func(c rdma.Conn) rdma.MR {
+			mr, err := c.Alloc(4*size, rdma.AccessLocalWrite)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { mr.Release() })
+			for i := 0; i < 2; i++ {
+				if err := c.PostRecv(uint64(i), []rdma.SGE{{MR: mr, Offset: i * size, Length: size}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return mr
+		}
+		xm, ym := setup(x), setup(y)
+		// echo: y answers every receive with a Send.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			cs := make([]rdma.Completion, 4)
+			for {
+				n, err := y.Wait(context.Background(), cs)
+				if err != nil {
+					return
+				}
+				for _, c := range cs[:n] {
+					if c.Op != rdma.OpRecv {
+						continue
+					}
+					y.PostRecv(c.ID, []rdma.SGE{{MR: ym, Offset: int(c.ID) * size, Length: size}})
+					y.PostSend(&rdma.WorkRequest{Op: rdma.OpSend, Local: []rdma.SGE{{MR: ym, Offset: 2 * size, Length: size}}})
+				}
+			}
+		}()
+		cs := make([]rdma.Completion, 4)
+		wr := &rdma.WorkRequest{Op: rdma.OpSend, Local: []rdma.SGE{{MR: xm, Offset: 2 * size, Length: size}}}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := x.PostSend(wr); err != nil {
+				b.Fatal(err)
+			}
+			for got := false; !got; {
+				n, err := x.Wait(context.Background(), cs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, c := range cs[:n] {
+					if c.Op == rdma.OpRecv {
+						got = true
+						x.PostRecv(c.ID, []rdma.SGE{{MR: xm, Offset: int(c.ID) * size, Length: size}})
+					}
+				}
+			}
+		}
+		b.StopTimer()
+		x.Close()
+		y.Close()
+		<-done
+	})
+	b.Run("rawtcp", func(b *testing.B) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			buf := make([]byte, 64)
+			for {
+				if _, err := io.ReadFull(c, buf); err != nil {
+					return
+				}
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		}()
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		buf := make([]byte, 64)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			c.Write(buf)
+			if _, err := io.ReadFull(c, buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
