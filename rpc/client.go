@@ -36,6 +36,11 @@ type Request struct {
 	// transport carried them.
 	ResultBufs [][]byte
 	MaxReply   int
+	// ReplyBuf, if not nil, is memory the transport may put the reply in
+	// (see Msg.ReplyBuf); Reply.Results may then alias it. A caller that
+	// reuses one buffer, large enough for its replies, lets RPC-over-RDMA
+	// make inline calls without allocating.
+	ReplyBuf []byte
 }
 
 // Reply is the successful outcome of a call.
@@ -77,9 +82,10 @@ type Client struct {
 }
 
 type pendingCall struct {
-	done chan callResult // buffered: the completer never blocks
-	msg  Msg             // the call as sent
-	buf  []byte          // backing for msg.XDR, kept across uses
+	done  chan callResult // buffered: the completer never blocks
+	msg   Msg             // the call as sent
+	buf   []byte          // backing for msg.XDR, kept across uses
+	items []DDPItem       // backing for msg.Items, kept across uses
 }
 
 // pendingCalls recycles pendingCall values: a call's is unreachable once
@@ -131,6 +137,7 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 	pc := pendingCalls.Get().(*pendingCall)
 	defer func() {
 		pc.msg = Msg{}
+		clear(pc.items) // drop the references to the caller's memory
 		if cap(pc.buf) > 64<<10 {
 			pc.buf = nil // do not hold on to a large long call
 		}
@@ -153,16 +160,17 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 	}
 	id := h.ID()
 	m := &pc.msg
-	*m = Msg{ResultBufs: req.ResultBufs, MaxReply: req.MaxReply}
+	*m = Msg{ResultBufs: req.ResultBufs, MaxReply: req.MaxReply, ReplyBuf: req.ReplyBuf}
 	hlen := h.EncodedLen()
 	m.XDR = h.Append(pc.buf[:0])
 	m.XDR = append(m.XDR, req.Args.XDR...)
 	pc.buf = m.XDR
 	if len(req.Args.Items) > 0 {
-		m.Items = make([]DDPItem, len(req.Args.Items))
-		for i, it := range req.Args.Items {
-			m.Items[i] = DDPItem{Offset: it.Offset + hlen, Data: it.Data}
+		m.Items = pc.items[:0]
+		for _, it := range req.Args.Items {
+			m.Items = append(m.Items, DDPItem{Offset: it.Offset + hlen, Data: it.Data})
 		}
+		pc.items = m.Items
 	}
 
 	if err := c.t.Send(ctx, m); err != nil {
@@ -235,6 +243,10 @@ func (c *Client) finish(id CallID, r callResult) (Reply, error) {
 		c.stats.badReply.Add(1)
 		return Reply{}, &BadReplyError{Call: id, Err: err}
 	}
+	if r.msg.Release != nil {
+		// tail copied what Results needs out of the Msg itself.
+		r.msg.Release()
+	}
 	return Reply{XID: h.XID, Verf: h.Verf, Results: results}, nil
 }
 
@@ -300,9 +312,17 @@ func (c *Client) fail(err error) {
 // returns no results, so it checks that the server serves the version. It
 // ignores any results and returns Call's errors.
 func (c *Client) Null(ctx context.Context, prog, vers uint32) error {
-	_, err := c.Call(ctx, &Request{Prog: prog, Vers: vers})
+	// The results are dropped, so the reply can go in scratch memory.
+	buf := nullReplies.Get().(*[nullReplySize]byte)
+	defer nullReplies.Put(buf)
+	_, err := c.Call(ctx, &Request{Prog: prog, Vers: vers, ReplyBuf: buf[:0]})
 	return err
 }
+
+// nullReplySize is room for a NULL reply with a large verifier.
+const nullReplySize = 512
+
+var nullReplies = sync.Pool{New: func() any { return new([nullReplySize]byte) }}
 
 // Close fails every pending call with a *ConnError wrapping net.ErrClosed,
 // closes the transport and waits for the receiving goroutine to exit. Later

@@ -9,11 +9,18 @@ type Msg struct {
 	// For calls only, read by transports that can place results directly
 	// (RPC-over-RDMA write chunks); others ignore them:
 	ResultBufs [][]byte // caller memory for the reply's DDP-eligible items, in result order
+	// ReplyBuf, for calls only, is caller memory a transport may copy the
+	// reply into instead of allocating (RPC-over-RDMA does when the inline
+	// reply fits its capacity); the reply Recv returns then aliases it.
+	ReplyBuf []byte
 	// Release, when a transport sets it on a message it returns from Recv,
-	// gives the message's memory back to the transport. The Server calls
-	// it once the call's handler has returned and its reply has been sent,
-	// so a handler must not keep Call.Args (or slices of it) after it
-	// returns; copy what it needs. The Client never calls it.
+	// gives the message back to the transport. The Server calls it once
+	// the call's handler has returned and its reply has been sent, so a
+	// handler must not keep Call.Args (or slices of it) after it returns;
+	// copy what it needs: the transport reuses that memory. The Client
+	// calls it once it has taken a reply's results; since those belong to
+	// the caller from then on, the transport may reuse the Msg itself but
+	// none of the memory its Body and Items point to.
 	Release func()
 
 	// MaxReply is the largest reply the caller expects, in bytes, not

@@ -90,9 +90,13 @@ type sendSlot struct {
 // inbound is one received message handed from the loop to Recv.
 type inbound struct {
 	hdr     wire.Header
-	payload []byte   // copied out of the receive buffer
+	payload []byte   // the RPC message after the transport header
 	writes  [][]byte // requester: the call's write-chunk buffers
 	err     error    // requester: a per-call failure
+	im      *inMsg   // responder: the call's pooled state, payload copied in
+	// borrowed: payload aliases the receive buffer, which is reposted
+	// when the role's onMessage returns; it copies what it passes on.
+	borrowed bool
 }
 
 // counters are a connection's counters, read through Conn.Stats.
@@ -419,8 +423,7 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 	var in inbound
 	_, derr := in.hdr.Decode(msg)
 	if derr == nil && in.hdr.HasPayload() {
-		n := in.hdr.EncodedLen()
-		in.payload = append([]byte(nil), msg[n:]...)
+		in.payload, in.borrowed = msg[in.hdr.EncodedLen():], true
 	}
 	// The header's lists were copied by Decode except Optional.Info, which
 	// aliases the buffer.
@@ -453,12 +456,14 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 // flight than there are receive slots, and Recv drains the channel, so a
 // full channel means Recv is not being called; the message is then dropped
 // rather than stalling the loop.
-func (c *Conn) deliver(in inbound) {
+func (c *Conn) deliver(in inbound) bool {
 	select {
 	case c.incoming <- in:
+		return true
 	default:
 		c.stats.Dropped.Add(1)
 		c.log.Warn("rpcrdma: receive queue full, message dropped", "xid", in.hdr.XID)
+		return false
 	}
 }
 

@@ -65,13 +65,14 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 			if in.err != nil {
 				return nil, &rpc.CallError{XID: in.hdr.XID, Err: in.err}
 			}
-			m := &rpc.Msg{Body: rpc.Body{XDR: in.payload}}
+			p := getReplyMsg()
+			p.m = rpc.Msg{Body: rpc.Body{XDR: in.payload}, Release: p.put}
 			for i, wc := range in.hdr.Chunks.Writes {
 				if n := wc.Length(); n > 0 {
-					m.Items = append(m.Items, rpc.DDPItem{Offset: rpc.Unplaced, Data: in.writes[i][:n]})
+					p.m.Items = append(p.m.Items, rpc.DDPItem{Offset: rpc.Unplaced, Data: in.writes[i][:n]})
 				}
 			}
-			return m, nil
+			return &p.m, nil
 		}
 		m, ok, err := c.resp.recvCall(&in)
 		if err != nil {
@@ -85,10 +86,33 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 			if err := c.resp.sendReply(context.Background(), rep); err != nil {
 				c.log.Debug("rpcrdma: answering CONF_RDMA", "err", err)
 			}
+			m.Release()
 			continue
 		}
 		return m, nil
 	}
+}
+
+// replyMsg is a pooled rpc.Msg for a reply Recv returns; the rpc.Client
+// releases it once it has the results, which alias the caller's memory
+// (or memory given up to it), never the Msg's own.
+type replyMsg struct {
+	m   rpc.Msg
+	put func() // m.Release, bound once
+}
+
+var replyMsgs sync.Pool
+
+func getReplyMsg() *replyMsg {
+	p, _ := replyMsgs.Get().(*replyMsg)
+	if p == nil {
+		p = new(replyMsg)
+		p.put = func() {
+			p.m = rpc.Msg{} // Items went to the caller: not reused
+			replyMsgs.Put(p)
+		}
+	}
+	return p
 }
 
 // Listener accepts RPC-over-RDMA connections as a responder.

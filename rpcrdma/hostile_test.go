@@ -336,3 +336,33 @@ func TestMSGP(t *testing.T) {
 		t.Fatalf("answer %v %v", &rh, err)
 	}
 }
+
+// TestDroppedCallNotPending: a call the rpc.Server drops unanswered (its
+// RPC header is cut short) leaves nothing behind in the responder: once
+// the server releases it, it is no longer pending, and later calls with
+// the same xid are answered.
+func TestDroppedCallNotPending(t *testing.T) {
+	p, conns := newResponder(t, nil)
+	resp := <-conns
+	for i := range uint32(20) {
+		xid := 0x7000 + i
+		h := wire.Header{XID: xid, Vers: wire.Version1, Credits: 8, Proc: wire.RDMA_MSG}
+		// xid, CALL, rpcvers 2, and no more: too short to answer.
+		msg := xdr.AppendUint32(xdr.AppendUint32(xdr.AppendUint32(h.Append(nil), xid), 0), 2)
+		if out := p.exchange(t, msg, 20*time.Millisecond); out != nil {
+			t.Fatalf("call 0x%x cut short was answered: % x", xid, out)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for resp.Stats().CallsPending != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := resp.Stats().CallsPending; n != 0 {
+		t.Fatalf("%d dropped calls still pending", n)
+	}
+	out := p.exchange(t, nullCall(0x7000, wire.Version1), 5*time.Second)
+	var got wire.Header
+	if _, err := got.Decode(out); err != nil || got.XID != 0x7000 || got.Proc != wire.RDMA_MSG {
+		t.Fatalf("NULL after the dropped calls: %v %v", got, err)
+	}
+}

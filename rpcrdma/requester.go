@@ -94,12 +94,28 @@ func (c *Conn) Send(ctx context.Context, m *rpc.Msg) error {
 	if err := c.req.credits.acquire(ctx); err != nil {
 		return err
 	}
-	oc := &outCall{xid: binary.BigEndian.Uint32(m.XDR), msg: *m}
+	oc := newOutCall(binary.BigEndian.Uint32(m.XDR), m)
 	if err := c.req.send(ctx, oc, c.req.version()); err != nil {
 		c.req.credits.release()
+		outCalls.Put(oc)
 		return err
 	}
 	return nil
+}
+
+// outCalls recycles outCall values: one is unreachable once finish has
+// delivered its reply (or its error), or Send has failed.
+var outCalls = sync.Pool{New: func() any { return new(outCall) }}
+
+// newOutCall returns a pooled outCall for the call xid carried by m. Its
+// slices start empty; mrs keeps its capacity (releaseAll is done with it
+// before the outCall is put back), writeBufs does not (Recv reads the
+// delivered slice after that).
+func newOutCall(xid uint32, m *rpc.Msg) *outCall {
+	oc := outCalls.Get().(*outCall)
+	mrs := oc.mrs[:0]
+	*oc = outCall{xid: xid, msg: *m, mrs: mrs}
+	return oc
 }
 
 // send marshals and posts oc in version v; the caller holds a credit for
@@ -285,7 +301,7 @@ func (r *requester) onMessage(in *inbound, derr error) {
 	}
 	if h.Proc == wire.RDMA_OPTIONAL {
 		if f := c.cfg.Options[h.Optional.Type]; f != nil {
-			f(c, h.Optional.Info, in.payload)
+			f(c, h.Optional.Info, clone(in.payload))
 		} else {
 			c.stats.Dropped.Add(1)
 		}
@@ -319,7 +335,8 @@ func (r *requester) onMessage(in *inbound, derr error) {
 		if len(h.Chunks.Reads) > 0 {
 			// An RFC 5666 read-chunk reply: pulling it posts RDMA
 			// Reads, which the loop must not wait for.
-			cp := *in // in lives on the loop's stack
+			cp := *in        // in lives on the loop's stack
+			cp.payload = nil // borrowed, and no reply of this kind has one
 			go r.pullReply(&cp)
 			return
 		}
@@ -358,6 +375,7 @@ func (r *requester) fallback(h *wire.Header) bool {
 		if err := r.send(context.Background(), oc, wire.Version1); err != nil {
 			r.credits.release()
 			c.deliver(inbound{hdr: wire.Header{XID: oc.xid}, err: err})
+			outCalls.Put(oc)
 		}
 	}()
 	return true
@@ -413,6 +431,7 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 	// deregistered.
 	c.releaseAll(oc.mrs)
 	r.credits.release()
+	defer outCalls.Put(oc)
 	if oc.cancelled {
 		c.stats.Dropped.Add(1)
 		return
@@ -425,7 +444,24 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 		c.deliver(inbound{hdr: wire.Header{XID: xid}, err: err})
 		return
 	}
+	if in.borrowed {
+		// The reply is the caller's: into its ReplyBuf if it fits.
+		if cap(oc.msg.ReplyBuf) >= len(in.payload) {
+			in.payload = append(oc.msg.ReplyBuf[:0], in.payload...)
+		} else {
+			in.payload = clone(in.payload)
+		}
+		in.borrowed = false
+	}
 	c.deliver(*in)
+}
+
+// clone returns a copy of b, nil if b is empty.
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
 }
 
 // checkReply checks a reply's chunks against what oc offered and completes

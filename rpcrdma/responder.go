@@ -54,8 +54,80 @@ type inCall struct {
 	vers   wire.Version
 	writes wire.WriteList
 	reply  wire.ReplyChunk
-	inv    rdma.STag // the one STag the call named, for Send With Invalidate; 0 if none or several
-	next   *inCall   // a later call with the same xid
+	inv    rdma.STag   // the one STag the call named, for Send With Invalidate; 0 if none or several
+	next   *inCall     // a later call with the same xid
+	hdr    wire.Header // the reply's transport header, built by sendReply
+}
+
+// inMsg is a received call from its arrival until the rpc.Server releases
+// it (rpc.Msg.Release): the Msg Recv returns, what the call offered for
+// its reply, and the memory of both. It is pooled, so an inline call
+// allocates nothing.
+type inMsg struct {
+	r       *responder
+	msg     rpc.Msg
+	ic      inCall
+	payload []byte   // the call's inline part, copied out of the receive buffer
+	pzrc    []byte   // a long call's position-zero chunk (getBuf)
+	bufs    [][]byte // its data chunks (getBuf)
+	release func()   // msg.Release, bound once
+}
+
+var inMsgs sync.Pool
+
+// newInMsg returns a pooled inMsg holding a copy of payload.
+func (r *responder) newInMsg(payload []byte) *inMsg {
+	im, _ := inMsgs.Get().(*inMsg)
+	if im == nil {
+		im = new(inMsg)
+		im.release = im.free
+	}
+	im.r = r
+	im.payload = append(im.payload[:0], payload...)
+	return im
+}
+
+// free gives im back: its buffers to their pools, its call out of the
+// pending table if no reply took it (the handler dropped the call).
+func (im *inMsg) free() {
+	r := im.r
+	r.mu.Lock()
+	r.unpend(&im.ic)
+	r.mu.Unlock()
+	if im.pzrc != nil {
+		putBuf(im.pzrc)
+	}
+	for _, b := range im.bufs {
+		putBuf(b)
+	}
+	clear(im.bufs)
+	if cap(im.payload) > 64<<10 {
+		im.payload = nil // do not pin a large buffer
+	}
+	*im = inMsg{payload: im.payload[:0], bufs: im.bufs[:0], msg: rpc.Msg{Body: rpc.Body{Items: im.msg.Items[:0]}}, release: im.release}
+	inMsgs.Put(im)
+}
+
+// unpend removes ic from the pending table, if it is there. r.mu is held.
+func (r *responder) unpend(ic *inCall) {
+	first := r.pending[ic.xid]
+	switch {
+	case first == nil:
+	case first == ic:
+		if ic.next != nil {
+			r.pending[ic.xid] = ic.next
+		} else {
+			delete(r.pending, ic.xid)
+		}
+	default:
+		for p := first; p.next != nil; p = p.next {
+			if p.next == ic {
+				p.next = ic.next
+				break
+			}
+		}
+	}
+	ic.next = nil
 }
 
 // onMessage handles a message received by a responder, on the loop. raw
@@ -114,7 +186,7 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		}
 		// Seed 000 section 4.2: an opttype the receiver does not
 		// support is answered RDMA_ERR_INVAL_OPTION.
-		if f := c.cfg.Options[h.Optional.Type]; f == nil || f(c, h.Optional.Info, in.payload) != nil {
+		if f := c.cfg.Options[h.Optional.Type]; f == nil || f(c, h.Optional.Info, clone(in.payload)) != nil {
 			r.sendError(h.XID, h.Vers, wire.ErrInvalOption)
 		}
 		return
@@ -132,7 +204,11 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		c.stats.Dropped.Add(1)
 		return
 	}
-	c.deliver(*in)
+	in.im = r.newInMsg(in.payload)
+	in.payload, in.borrowed = in.im.payload, false
+	if !c.deliver(*in) {
+		in.im.free()
+	}
 }
 
 // answerVers picks the version of an error reply: the requester's if we
@@ -166,20 +242,22 @@ func (r *responder) sendError(xid uint32, vers wire.Version, code wire.ErrorCode
 // recvCall turns a validated call into the rpc.Msg Recv returns, pulling
 // its read chunks. A call whose chunks do not fit together is answered
 // with ERR_CHUNK and reported with ok false; err is a connection failure.
+// The Msg's Release gives in.im back.
 func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	c := r.c
 	h := &in.hdr
+	im := in.im
 	c.stats.CallsReceived.Add(1)
-	ic := &inCall{xid: h.XID, vers: h.Vers, writes: h.Chunks.Writes, reply: h.Chunks.Reply}
-	ic.inv = soleSTag(&h.Chunks)
+	ic := &im.ic
+	*ic = inCall{xid: h.XID, vers: h.Vers, writes: h.Chunks.Writes, reply: h.Chunks.Reply, inv: soleSTag(&h.Chunks)}
 
 	var chunks []wire.ReadChunk
 	if len(h.Chunks.Reads) > 0 {
 		chunks = h.Chunks.Reads.Chunks(nil)
 	}
-	m = &rpc.Msg{}
+	m = &im.msg
 	m.XDR = in.payload
-	var pzrc []byte // pooled memory of a long call
+	m.Release = im.release
 	if h.Proc == wire.RDMA_MSGP && h.Padding.Align > 1 {
 		// Seed 002 section 3.9: opaques of at least rdma_thresh bytes
 		// are padded so their data is aligned to rdma_align in the
@@ -191,10 +269,11 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		// chunks can be checked against it before they are pulled.
 		bufs, err := c.pull(chunks[:1], true)
 		if err != nil {
+			im.free()
 			return nil, false, err
 		}
 		m.XDR = bufs[0]
-		pzrc = bufs[0]
+		im.pzrc = bufs[0]
 		chunks = chunks[1:]
 		c.stats.LongCalls.Add(1)
 	}
@@ -205,40 +284,29 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	for _, ch := range chunks {
 		off := int(ch.Position) - shift
 		if off < 4 || off > len(m.XDR) || (len(m.Items) > 0 && off < m.Items[len(m.Items)-1].Offset+4) {
-			return r.refuse(ic, fmt.Sprintf("read chunk position %d outside the call", ch.Position))
+			return r.refuse(im, fmt.Sprintf("read chunk position %d outside the call", ch.Position))
 		}
 		n := int(binary.BigEndian.Uint32(m.XDR[off-4:]))
 		// The chunk holds the item's data, with or without its XDR pad
 		// (RFC 8166 section 3.4.5).
 		if got := ch.Length(); got != uint64(n) && got != uint64(xdr.RoundUp(n)) {
-			return r.refuse(ic, fmt.Sprintf("read chunk at position %d holds %d bytes, its length word says %d", ch.Position, got, n))
+			return r.refuse(im, fmt.Sprintf("read chunk at position %d holds %d bytes, its length word says %d", ch.Position, got, n))
 		}
 		m.Items = append(m.Items, rpc.DDPItem{Offset: off, Data: nil})
 		shift += xdr.RoundUp(n)
 	}
 	bufs, err := c.pull(chunks, true)
 	if err != nil {
-		if pzrc != nil {
-			putBuf(pzrc)
-		}
+		im.free()
 		return nil, false, err
 	}
-	if pzrc != nil || len(bufs) > 0 {
-		m.Release = func() {
-			if pzrc != nil {
-				putBuf(pzrc)
-			}
-			for _, b := range bufs {
-				putBuf(b)
-			}
-		}
-	}
+	im.bufs = append(im.bufs, bufs...)
 	for i := range m.Items {
 		n := binary.BigEndian.Uint32(m.XDR[m.Items[i].Offset-4:])
 		m.Items[i].Data = bufs[i][:n]
 	}
 	if xid, _, ok := rpc.PeekHeader(m.XDR); !ok || xid != h.XID {
-		return r.refuse(ic, "RPC call does not carry the transport header's XID")
+		return r.refuse(im, "RPC call does not carry the transport header's XID")
 	}
 	r.mu.Lock()
 	if first := r.pending[ic.xid]; first != nil {
@@ -254,10 +322,12 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	return m, true, nil
 }
 
-// refuse answers a call with ERR_CHUNK from Recv.
-func (r *responder) refuse(ic *inCall, why string) (*rpc.Msg, bool, error) {
+// refuse answers a call with ERR_CHUNK from Recv and gives im back.
+func (r *responder) refuse(im *inMsg, why string) (*rpc.Msg, bool, error) {
+	ic := &im.ic
 	r.c.log.Debug("rpcrdma: refusing call", "xid", ic.xid, "why", why)
 	r.sendError(ic.xid, ic.vers, wire.ErrChunk)
+	im.free()
 	return nil, false, nil
 }
 
@@ -408,8 +478,9 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	}
 	neg := &c.negV[ic.vers]
 
-	var hdr wire.Header
-	h := &hdr
+	// The header lives in ic, which stays until the call's Msg is
+	// released, after this returns.
+	h := &ic.hdr
 	*h = wire.Header{XID: xid, Vers: ic.vers, Credits: r.grant, Proc: wire.RDMA_MSG}
 	var mrs []rdma.MR
 	defer func() { c.releaseAll(mrs) }()
@@ -567,7 +638,8 @@ func (r *responder) sendReadReply(ctx context.Context, h *wire.Header, pieces []
 	if timeout <= 0 {
 		timeout = DefaultDoneTimeout
 	}
-	rr.timer = time.AfterFunc(timeout, func() { r.releaseReadReply(h.XID) })
+	xid := h.XID // h is reused once the call is released
+	rr.timer = time.AfterFunc(timeout, func() { r.releaseReadReply(xid) })
 	r.mu.Unlock()
 	for _, wr := range writes {
 		if err := c.post(ctx, wr, func(rdma.Completion) {}); err != nil {

@@ -138,7 +138,10 @@ func (c Client) Null(ctx context.Context) error { return c.C.Null(ctx, Prog, Ver
 func (c Client) Write(ctx context.Context, data []byte) error {
 	var args rpc.Body
 	args.AppendDDPOpaque(data)
-	rep, err := c.C.Call(ctx, &rpc.Request{Prog: Prog, Vers: Vers, Proc: ProcWrite, Args: args})
+	// The reply is decoded here and dropped: it can go in scratch memory.
+	rb := smallReplies.Get().(*[smallReply]byte)
+	defer smallReplies.Put(rb)
+	rep, err := c.C.Call(ctx, &rpc.Request{Prog: Prog, Vers: Vers, Proc: ProcWrite, Args: args, ReplyBuf: rb[:0]})
 	if err != nil {
 		return err
 	}
@@ -148,6 +151,11 @@ func (c Client) Write(ctx context.Context, data []byte) error {
 	}
 	return nil
 }
+
+// smallReply is room for a reply carrying a few words.
+const smallReply = 256
+
+var smallReplies = sync.Pool{New: func() any { return new([smallReply]byte) }}
 
 // Read reads len(buf) bytes into buf, offered as a write chunk.
 func (c Client) Read(ctx context.Context, buf []byte) error {

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
 )
 
@@ -209,27 +210,14 @@ func newConn(p *Provider, cp connParams) *Conn {
 	c.tx.init(c)
 	c.tx.rtrSent = !cp.rtr
 	c.rx.init()
-	presize(c.sq.buf, func(w *sendWR) *[]rdma.SGE { return &w.sgl })
-	presize(c.rq.buf, func(r *recvWR) *[]rdma.SGE { return &r.sgl })
+	memreg.PresizeSGLs(c.sq.buf, func(w *sendWR) *[]rdma.SGE { return &w.sgl })
+	memreg.PresizeSGLs(c.rq.buf, func(r *recvWR) *[]rdma.SGE { return &r.sgl })
 	c.rxDone.Store(cp.cr.n.Load() - uint64(cp.br.Buffered()+len(cp.cr.pend)))
 	if cp.cr.r == io.Reader(cp.raw) {
 		// Only an unwrapped socket: readv would bypass a wrapper's Read.
 		cp.cr.vr = newVecReader(cp.raw)
 	}
 	return c
-}
-
-// slotSGEs is the scatter/gather list capacity each queue slot starts
-// with, so that posting allocates nothing from the first lap on.
-const slotSGEs = 2
-
-// presize gives every slot's SGL a capacity of slotSGEs, carved from one
-// array; longer lists get their own array the first time.
-func presize[T any](slots []T, sgl func(*T) *[]rdma.SGE) {
-	arr := make([]rdma.SGE, len(slots)*slotSGEs)
-	for i := range slots {
-		*sgl(&slots[i]) = arr[i*slotSGEs : i*slotSGEs : (i+1)*slotSGEs]
-	}
 }
 
 // countReader counts the bytes read from the socket, so that

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
 )
 
 type connState uint8
@@ -127,7 +128,7 @@ type Conn struct {
 var _ rdma.Conn = (*Conn)(nil)
 
 func newConn(n *Network, l *link, s settings, local, remote Addr, peerPD []byte) *Conn {
-	return &Conn{
+	c := &Conn{
 		n:      n,
 		l:      l,
 		local:  local,
@@ -150,6 +151,9 @@ func newConn(n *Network, l *link, s settings, local, remote Addr, peerPD []byte)
 		irq:     newRing[readReq](s.ird),
 		mrs:     make(map[*mr]struct{}),
 	}
+	memreg.PresizeSGLs(c.sq.buf, func(w *sendWR) *[]rdma.SGE { return &w.sgl })
+	memreg.PresizeSGLs(c.rq.buf, func(r *recvWR) *[]rdma.SGE { return &r.sgl })
+	return c
 }
 
 // establish moves c from setup to up and starts its goroutine.

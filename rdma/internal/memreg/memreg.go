@@ -312,3 +312,16 @@ func CheckSGL(owner any, sgl []rdma.SGE, need rdma.Access, maxSGE int) (int, err
 func SGEBytes(e rdma.SGE) []byte {
 	return RegionOf(e.MR).Buf[e.Offset : e.Offset+e.Length]
 }
+
+// slotSGEs is the scatter/gather list capacity each queue slot starts
+// with, so that posting allocates nothing from the first lap on.
+const slotSGEs = 2
+
+// PresizeSGLs gives every queue slot's SGL a capacity of slotSGEs, carved
+// from one array; longer lists get their own array the first time.
+func PresizeSGLs[T any](slots []T, sgl func(*T) *[]rdma.SGE) {
+	arr := make([]rdma.SGE, len(slots)*slotSGEs)
+	for i := range slots {
+		*sgl(&slots[i]) = arr[i*slotSGEs : i*slotSGEs : (i+1)*slotSGEs]
+	}
+}
