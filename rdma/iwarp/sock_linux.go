@@ -10,8 +10,13 @@ import (
 	"unsafe"
 )
 
-// tcpMSS returns the socket's TCP_MAXSEG: the effective MSS that RFC 5044
-// section 7.1 sizes FPDUs from (notes/iwarp-wire.md 1.8).
+// tcpMSS returns the connection's effective send MSS, which RFC 5044
+// section 7.1 sizes FPDUs from (notes/iwarp-wire.md 1.8): the MSS the path
+// MTU allows (IP_MTU or IPV6_MTU, less the IP and TCP headers and a
+// timestamp option), or TCP_MAXSEG when larger or when the MTU is unknown.
+// TCP_MAXSEG alone can be half that: early in a connection Linux bounds
+// its segments by half the largest window the peer has offered (32741 on
+// loopback, where the MTU allows 65483, the size Linux siw uses there).
 func tcpMSS(nc net.Conn) (int, bool) {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
@@ -21,14 +26,35 @@ func tcpMSS(nc net.Conn) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	var mss int
+	v6 := false
+	if a, ok := nc.LocalAddr().(*net.TCPAddr); ok && a.IP.To4() == nil {
+		v6 = true
+	}
+	var mss, mtu int
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
 		mss, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG)
+		if v6 {
+			mtu, _ = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_MTU)
+		} else {
+			mtu, _ = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_MTU)
+		}
 	}); err != nil || serr != nil || mss <= 0 {
 		return 0, false
 	}
-	return mss, true
+	return max(mss, mtuMSS(mtu, v6)), true
+}
+
+// mtuMSS is the largest TCP payload a segment of an mtu-byte IP packet
+// carries with the timestamp option on (as Linux has it by default); 0
+// for an unknown MTU.
+func mtuMSS(mtu int, v6 bool) int {
+	const tcpHeader, timestamps = 20, 12
+	ipHeader := 20
+	if v6 {
+		ipHeader = 40
+	}
+	return max(mtu-ipHeader-tcpHeader-timestamps, 0)
 }
 
 // tcpInq returns how many bytes the socket holds that have not been read
@@ -97,7 +123,17 @@ type vecReader struct {
 	stash []byte
 	n     int
 	errno syscall.Errno
+	lowat int // SO_RCVLOWAT in force; 0 is the default (1)
 }
+
+// minLowat is the smallest payload remainder worth waiting for whole. A
+// reader that finds part of a large payload arrived would read that part,
+// find the socket empty, sleep and be woken for the rest: with the socket's
+// low-water mark set to what it still needs, it sleeps until all of it is
+// there and reads it with one system call. It waits for nothing it does not
+// need: the mark never exceeds the rest of the payload being read, and it
+// is back at 1 before any other read.
+const minLowat = 16 << 10
 
 // newVecReader returns a vecReader for nc, or nil when nc has no file
 // descriptor to read from.
@@ -122,9 +158,19 @@ func (v *vecReader) readv(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			if want := int(v.iov[0].Len); want >= minLowat && want != v.lowat {
+				// Best effort: without it, we only wake up more often.
+				if syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, want) == nil {
+					v.lowat = want
+				}
+			}
 			return false // wait in the netpoller
 		}
 		v.n, v.errno = int(n), errno
+		if v.lowat != 0 {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, 1)
+			v.lowat = 0
+		}
 		return true
 	}
 }
