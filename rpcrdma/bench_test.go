@@ -82,5 +82,17 @@ func BenchmarkPaths(b *testing.B) {
 				benchCall(b, cli, procRead, args, [][]byte{buf}, 0)
 			}
 		})
+		b.Run("1MiB-write-chunk-4-outstanding/"+tr, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(1 << 20)
+			b.SetParallelism(2) // 4 goroutines on 2 cores
+			args := u32Args(1 << 20)
+			b.RunParallel(func(pb *testing.PB) {
+				buf := make([]byte, 1<<20)
+				for pb.Next() {
+					benchCall(b, cli, procRead, args, [][]byte{buf}, 0)
+				}
+			})
+		})
 	}
 }

@@ -551,6 +551,11 @@ func (c *Conn) compErr(comp rdma.Completion, what string) error {
 	if err := c.Err(); err != nil {
 		return err
 	}
+	if err := c.rc.Err(); err != nil {
+		// Why the provider ended the connection (a Terminate, say)
+		// says more than the status; the loop may not have heard yet.
+		return &ConnError{Op: what, Err: err}
+	}
 	return &ConnError{Op: what, Err: fmt.Errorf("completion status %v", comp.Status)}
 }
 

@@ -130,8 +130,12 @@ type Conn struct {
 	writerDone chan struct{} // closed when the writer exits
 	closeOnce  sync.Once     // closes nc
 
-	placeMu sync.Mutex    // held by the reader while placing payload
-	rxDone  atomic.Uint64 // stream bytes of the FPDUs the reader has finished
+	placeMu sync.Mutex // held by the reader while placing payload
+	// placing is the region the reader places payload into now: set under
+	// mu once an FPDU has passed its checks, nil again once its payload
+	// is read; placingSeveral when the destination spans several.
+	placing atomic.Pointer[memreg.Region]
+	rxDone  atomic.Uint64 // stream bytes of the FPDUs the reader has finished (see countReader)
 
 	mu      sync.Mutex
 	state   connState
@@ -220,8 +224,9 @@ func newConn(p *Provider, cp connParams) *Conn {
 	return c
 }
 
-// countReader counts the bytes read from the socket, so that
-// waitArrived knows when the reader has caught up.
+// countReader counts the bytes read from the socket; with rxDone, the
+// bytes of the FPDUs handled, that says nothing read was lost on the way
+// (TestChunkedStream checks that they meet).
 //
 // On Linux the reader reads payload with readv (readFull): the rest of the
 // payload into its destination and, in the same system call, whatever

@@ -439,9 +439,11 @@ func (c *Conn) recvWrite(h *ddp.Header, ulen, plen int) error {
 			return c.unlockFail(violate(te, h, ulen))
 		}
 		dst = b
+		c.placing.Store(c.p.stags.Lookup(rdma.STag(h.STag).Index()))
 	}
 	c.mu.Unlock()
 	err := c.readFull(dst)
+	c.placing.Store(nil)
 	c.placeMu.Unlock()
 	if err != nil {
 		return err
@@ -491,8 +493,12 @@ func (c *Conn) recvResponse(h *ddp.Header, ulen, plen int) error {
 		return c.unlockFail(violatef(ddp.CauseDDPLocalCatastrophic, nil, 0, "RDMA Read Response into %v %d: %v", w.op, w.id, err))
 	}
 	seq, size := r.seq, r.size
+	if plen > 0 {
+		c.placing.Store(sglRegion(w.sgl))
+	}
 	c.mu.Unlock()
 	err := c.readInto(&rs.dst, plen)
+	c.placing.Store(nil)
 	c.placeMu.Unlock()
 	if err != nil {
 		return err
@@ -563,8 +569,12 @@ func (c *Conn) recvSend(h *ddp.Header, ulen, plen int) error {
 		c.completeRecv(rdma.Completion{Status: rdma.StatusLocalProtection})
 		return c.unlockFail(violatef(ddp.CauseDDPLocalCatastrophic, nil, 0, "%v into receive %d: %v", op, r.id, err))
 	}
+	if plen > 0 {
+		c.placing.Store(sglRegion(r.sgl))
+	}
 	c.mu.Unlock()
 	err := c.readInto(&s.dst, plen)
+	c.placing.Store(nil)
 	c.placeMu.Unlock()
 	if err != nil {
 		return err

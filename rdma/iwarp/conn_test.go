@@ -1,6 +1,7 @@
 package iwarp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -155,5 +156,48 @@ func TestFirstWriteTrailerHeld(t *testing.T) {
 	}
 	if got := string(rbuf.Bytes()[:32]); got != "first message, trailer held back" {
 		t.Fatalf("received %q", got)
+	}
+}
+
+// TestInvalidateOtherThanPlaced: while the reader is stalled in the middle
+// of an RDMA Write into one region, invalidating and releasing another
+// returns at once and leaves the connection up; the Write then completes.
+func TestInvalidateOtherThanPlaced(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	p := newProvider(t, Options{HandshakeTimeout: 5 * time.Second})
+	r, c, _ := connectRaw(t, p, true, false, rdma.ConnConfig{})
+	m := alloc(t, c, 4096, rdma.AccessRemoteWrite)
+	other := alloc(t, c, 4096, rdma.AccessRemoteWrite)
+	seg := ddp.Segment{Header: ddp.Tagged(ddp.OpRDMAWrite, true, uint32(m.STag()), m.TO()), Payload: bytes.Repeat([]byte{7}, 4000)}
+	b := mpa.AppendFPDU(nil, false, seg.Append(nil))
+	r.write(b[:2000])
+	deadline := time.Now().Add(rawTimeout)
+	for c.placeMu.TryLock() {
+		c.placeMu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader never started placing")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	other.Invalidate()
+	other.Release()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("invalidating and releasing another region took %v", d)
+	}
+	if err := c.Err(); err != nil {
+		t.Fatalf("connection ended: %v", err)
+	}
+	postRecv(t, c, 1, 64)
+	r.write(b[2000:])
+	r.send(nil) // after the Write: once it arrives, the Write is placed
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cs := make([]rdma.Completion, 1)
+	if _, err := c.Wait(ctx, cs); err != nil || cs[0].Status != rdma.StatusSuccess {
+		t.Fatalf("receive after the Write: %+v %v", cs[0], err)
+	}
+	if !bytes.Equal(m.Bytes()[:4000], seg.Payload) {
+		t.Error("the Write was not placed whole")
 	}
 }

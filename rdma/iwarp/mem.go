@@ -37,15 +37,18 @@ type mr struct {
 
 var _ rdma.MR = (*mr)(nil)
 
-// Invalidate makes the STag invalid and waits until no payload is being
-// placed into the region. Data that had already arrived on the socket is
-// placed first (see waitArrived).
+// Invalidate makes the STag invalid at once and waits until no payload is
+// being placed into the region. As on an RNIC, a tagged FPDU for it that
+// arrives afterwards is refused with a Terminate, even one the peer sent
+// before: a Write's completion at the peer says its source may be reused,
+// not that it was placed here. A consumer learns that a peer's Writes into
+// a region are placed from a message the peer sent after them (RFC 5040
+// section 5.5), as RPC-over-RDMA's replies follow their chunks.
 func (m *mr) Invalidate() error {
-	m.c.waitArrived()
 	m.c.mu.Lock()
 	m.SetValid(false)
 	m.c.mu.Unlock()
-	m.c.waitPlacement()
+	m.c.waitPlacement(&m.Region)
 	return nil
 }
 
@@ -64,14 +67,13 @@ func (m *mr) Reregister(access rdma.Access) (rdma.STag, error) {
 	return stag, nil
 }
 
-// Release deregisters the region and waits until no payload is being
-// placed into it.
+// Release deregisters the region at once, like Invalidate, and waits until
+// no payload is being placed into it.
 func (m *mr) Release() error {
-	m.c.waitArrived()
 	m.c.mu.Lock()
 	m.c.releaseLocked(m)
 	m.c.mu.Unlock()
-	m.c.waitPlacement()
+	m.c.waitPlacement(&m.Region)
 	return nil
 }
 
@@ -118,58 +120,16 @@ func (c *Conn) Register(b []byte, access rdma.Access) (rdma.MR, error) {
 	return c.register(b, access, "register")
 }
 
-// arrivalWait bounds how long waitArrived waits for the reader.
-const arrivalWait = time.Second
-
-// waitArrived waits, for at most arrivalWait, until the reader has handled
-// every FPDU whose bytes had reached this host when it was called: the
-// bytes read from the socket plus those it still holds (SIOCINQ). A peer's
-// RDMA Write completes when handed to TCP, so a peer that has seen its
-// Write complete and then asks us to invalidate the region must find the
-// Write placed, not refused, as it would be on an RNIC, which places what
-// it has received before it executes a later local invalidate. An FPDU that
-// has only partly arrived is not waited for beyond the bound.
-func (c *Conn) waitArrived() {
-	c.mu.Lock()
-	up := c.state == stateUp
-	c.mu.Unlock()
-	if !up {
+// waitPlacement returns once the reader is not placing payload into r,
+// which the caller has just made invalid under c.mu: at once when it places
+// into another region or none (no placement into r can start now), else
+// when the FPDU being placed has been read. A peer that stalls in the
+// middle of that FPDU for longer than the handshake timeout loses the
+// connection (ErrConnectionLost), which ends the read.
+func (c *Conn) waitPlacement(r *memreg.Region) {
+	if p := c.placing.Load(); p != r && p != placingSeveral {
 		return
 	}
-	// The reader moves bytes from the socket (SIOCINQ) to cr.n while we
-	// look; a read between the two loads would count its bytes twice and
-	// set a target never reached. Take a snapshot with no read in it.
-	var target uint64
-	for tries := 0; ; tries++ {
-		before := c.cr.n.Load()
-		inq, ok := tcpInq(c.raw)
-		if !ok {
-			return
-		}
-		if c.cr.n.Load() == before {
-			target = before + uint64(inq)
-			break
-		}
-		if tries == 100 {
-			return // the reader is busy reading: it is making progress
-		}
-	}
-	deadline := time.Now().Add(arrivalWait)
-	for c.rxDone.Load() < target && time.Now().Before(deadline) {
-		select {
-		case <-c.done:
-			return
-		default:
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
-}
-
-// waitPlacement returns once the reader is not placing payload: at once
-// when it is idle, else when the FPDU being placed has been read. A peer
-// that stalls in the middle of that FPDU for longer than the handshake
-// timeout loses the connection (ErrConnectionLost), which ends the read.
-func (c *Conn) waitPlacement() {
 	if c.placeMu.TryLock() {
 		c.placeMu.Unlock()
 		return
@@ -249,4 +209,22 @@ func (cur *cursor) next(n int) []byte {
 		return b
 	}
 	return nil
+}
+
+// placingSeveral stands for a destination spanning several regions.
+var placingSeveral = new(memreg.Region)
+
+// sglRegion returns the one region sgl names, placingSeveral if it names
+// several, nil if none.
+func sglRegion(sgl []rdma.SGE) *memreg.Region {
+	var r *memreg.Region
+	for _, e := range sgl {
+		switch er := memreg.RegionOf(e.MR); {
+		case r == nil:
+			r = er
+		case er != r:
+			return placingSeveral
+		}
+	}
+	return r
 }

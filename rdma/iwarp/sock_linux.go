@@ -57,27 +57,6 @@ func mtuMSS(mtu int, v6 bool) int {
 	return max(mtu-ipHeader-tcpHeader-timestamps, 0)
 }
 
-// tcpInq returns how many bytes the socket holds that have not been read
-// yet (SIOCINQ).
-func tcpInq(nc net.Conn) (int, bool) {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return 0, false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
-	var n int32
-	var errno syscall.Errno
-	if err := rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
-	}); err != nil || errno != 0 {
-		return 0, false
-	}
-	return int(n), true
-}
-
 // peerClosed reports, without blocking, whether the peer has closed its
 // end and nothing is left to read (a zero-byte MSG_PEEK). ok is false when
 // the socket cannot tell.

@@ -7,10 +7,6 @@ import "net"
 // tcpMSS is not implemented here; callers fall back to DefaultMSS.
 func tcpMSS(net.Conn) (int, bool) { return 0, false }
 
-// tcpInq is not implemented here; MR.Invalidate then does not wait for
-// data that has arrived but not been read.
-func tcpInq(net.Conn) (int, bool) { return 0, false }
-
 // peerClosed cannot tell here.
 func peerClosed(net.Conn) (closed, ok bool) { return false, false }
 
