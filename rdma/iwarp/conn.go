@@ -48,6 +48,7 @@ import (
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/wq"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
 )
 
@@ -66,29 +67,6 @@ const (
 	stateUp
 	stateDead
 )
-
-// sendWR is a send-queue slot.
-type sendWR struct {
-	id         uint64
-	op         rdma.Op
-	sgl        []rdma.SGE
-	length     int
-	remoteSTag rdma.STag
-	remoteTO   uint64
-	invalidate rdma.STag
-	msn        uint32 // of its Send or Read Request, once transmitted
-
-	done   bool
-	status rdma.Status
-	n      int
-}
-
-// recvWR is a receive-queue slot.
-type recvWR struct {
-	id     uint64
-	sgl    []rdma.SGE
-	length int
-}
 
 // outRead is an RDMA Read whose Read Request has been sent and whose
 // response is not yet complete.
@@ -125,7 +103,6 @@ type Conn struct {
 
 	done       chan struct{} // closed when the state becomes dead
 	kick       chan struct{} // wakes the writer; capacity 1
-	cqReady    chan struct{} // wakes Wait; capacity 1
 	readerDone chan struct{} // closed when the reader has closed the socket
 	writerDone chan struct{} // closed when the writer exits
 	closeOnce  sync.Once     // closes nc
@@ -144,15 +121,10 @@ type Conn struct {
 	fenced  bool   // responder: the initiator's first FPDU has not arrived
 	serving bool   // the writer is sending a Read Response: it counts against IRD
 	term    []byte // the Terminate FPDU the writer sends before it exits
-	sq      ring[sendWR]
+	q       wq.Queues
 	sqNext  uint64 // sequence of the next work request to transmit
-	sqUsed  int    // posted and not yet polled
-	reads   int    // RDMA Reads posted and not yet polled
-	rq      ring[recvWR]
-	rqUsed  int
-	cq      ring[rdma.Completion]
-	orq     ring[outRead]
-	irq     ring[inRead]
+	orq     wq.Ring[outRead]
+	irq     wq.Ring[inRead]
 	mrs     map[*mr]struct{}
 
 	tx txState // owned by the writer
@@ -200,22 +172,17 @@ func newConn(p *Provider, cp connParams) *Conn {
 		log:        p.log,
 		done:       make(chan struct{}),
 		kick:       make(chan struct{}, 1),
-		cqReady:    make(chan struct{}, 1),
 		readerDone: make(chan struct{}),
 		writerDone: make(chan struct{}),
 		fenced:     !cp.initiator,
-		sq:         newRing[sendWR](cp.s.sq),
-		rq:         newRing[recvWR](cp.s.rq),
-		cq:         newRing[rdma.Completion](cp.s.sq + cp.s.rq),
-		orq:        newRing[outRead](cp.s.ord),
-		irq:        newRing[inRead](cp.s.ird),
+		q:          wq.New(cp.s.sq, cp.s.rq),
+		orq:        wq.NewRing[outRead](cp.s.ord),
+		irq:        wq.NewRing[inRead](cp.s.ird),
 		mrs:        make(map[*mr]struct{}),
 	}
 	c.tx.init(c)
 	c.tx.rtrSent = !cp.rtr
 	c.rx.init()
-	memreg.PresizeSGLs(c.sq.buf, func(w *sendWR) *[]rdma.SGE { return &w.sgl })
-	memreg.PresizeSGLs(c.rq.buf, func(r *recvWR) *[]rdma.SGE { return &r.sgl })
 	c.rxDone.Store(cp.cr.n.Load() - uint64(cp.br.Buffered()+len(cp.cr.pend)))
 	if cp.cr.r == io.Reader(cp.raw) {
 		// Only an unwrapped socket: readv would bypass a wrapper's Read.
@@ -290,13 +257,6 @@ func (c *Conn) start() {
 	go c.writer(notBefore)
 }
 
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
 func (c *Conn) LocalAddr() net.Addr     { return c.local }
 func (c *Conn) RemoteAddr() net.Addr    { return c.remote }
 func (c *Conn) PeerPrivateData() []byte { return c.peerPD }
@@ -332,16 +292,14 @@ func (c *Conn) PostRecv(id uint64, sgl []rdma.SGE) error {
 	if c.state == stateDead {
 		return c.deadErr(fmt.Sprintf("post recv %d", id))
 	}
-	if c.rqUsed == c.limits.RecvQueueDepth {
-		return fmt.Errorf("iwarp: post recv %d: %d receives outstanding: %w", id, c.rqUsed, rdma.ErrQueueFull)
+	if c.q.RQUsed == c.limits.RecvQueueDepth {
+		return fmt.Errorf("iwarp: post recv %d: %d receives outstanding: %w", id, c.q.RQUsed, rdma.ErrQueueFull)
 	}
 	n, err := c.checkSGL(sgl, rdma.AccessLocalWrite)
 	if err != nil {
 		return fmt.Errorf("iwarp: post recv %d: %v: %w", id, err, rdma.ErrInvalid)
 	}
-	r := c.rq.push()
-	r.id, r.sgl, r.length = id, append(r.sgl[:0], sgl...), n
-	c.rqUsed++
+	c.q.PostRecv(id, sgl, n)
 	return nil
 }
 
@@ -355,11 +313,11 @@ func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
 	if !wr.Op.IsSend() && wr.Op != rdma.OpWrite && wr.Op != rdma.OpRead {
 		return fmt.Errorf("iwarp: post send %d: op %v: %w", wr.ID, wr.Op, rdma.ErrInvalid)
 	}
-	if c.sqUsed == c.limits.SendQueueDepth {
-		return fmt.Errorf("iwarp: post %v %d: %d work requests outstanding: %w", wr.Op, wr.ID, c.sqUsed, rdma.ErrQueueFull)
+	if c.q.SQUsed == c.limits.SendQueueDepth {
+		return fmt.Errorf("iwarp: post %v %d: %d work requests outstanding: %w", wr.Op, wr.ID, c.q.SQUsed, rdma.ErrQueueFull)
 	}
-	if wr.Op == rdma.OpRead && c.reads >= c.limits.ORD {
-		return fmt.Errorf("iwarp: post %v %d: %d reads outstanding, ORD %d: %w", wr.Op, wr.ID, c.reads, c.limits.ORD, rdma.ErrQueueFull)
+	if wr.Op == rdma.OpRead && c.q.Reads >= c.limits.ORD {
+		return fmt.Errorf("iwarp: post %v %d: %d reads outstanding, ORD %d: %w", wr.Op, wr.ID, c.q.Reads, c.limits.ORD, rdma.ErrQueueFull)
 	}
 	var need rdma.Access
 	if wr.Op == rdma.OpRead {
@@ -372,21 +330,8 @@ func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
 	if n > MaxMessageSize {
 		return fmt.Errorf("iwarp: post %v %d: %d bytes, more than %d: %w", wr.Op, wr.ID, n, MaxMessageSize, rdma.ErrInvalid)
 	}
-	w := c.sq.push()
-	*w = sendWR{
-		id:         wr.ID,
-		op:         wr.Op,
-		sgl:        append(w.sgl[:0], wr.Local...),
-		length:     n,
-		remoteSTag: wr.RemoteSTag,
-		remoteTO:   wr.RemoteTO,
-		invalidate: wr.InvalidateSTag,
-	}
-	c.sqUsed++
-	if wr.Op == rdma.OpRead {
-		c.reads++
-	}
-	signal(c.kick)
+	c.q.PostSend(wr, n)
+	wq.Signal(c.kick)
 	return nil
 }
 
@@ -394,28 +339,7 @@ func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
 func (c *Conn) Poll(cs []rdma.Completion) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.pollLocked(cs)
-}
-
-func (c *Conn) pollLocked(cs []rdma.Completion) int {
-	n := 0
-	for ; n < len(cs) && c.cq.len() > 0; n++ {
-		cs[n] = *c.cq.front()
-		c.cq.pop()
-		switch cs[n].Op {
-		case rdma.OpRecv:
-			c.rqUsed--
-		case rdma.OpRead:
-			c.reads--
-			c.sqUsed--
-		default:
-			c.sqUsed--
-		}
-	}
-	if c.cq.len() > 0 {
-		signal(c.cqReady) // for another waiter
-	}
-	return n
+	return c.q.Poll(cs)
 }
 
 // Wait blocks until completions are available, ctx is done or the
@@ -426,7 +350,7 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 	}
 	for {
 		c.mu.Lock()
-		n := c.pollLocked(cs)
+		n := c.q.Poll(cs)
 		dead := c.state == stateDead
 		err := c.err
 		c.mu.Unlock()
@@ -437,52 +361,12 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 			return 0, err
 		}
 		select {
-		case <-c.cqReady:
+		case <-c.q.Ready:
 		case <-c.done:
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
 	}
-}
-
-// pushCQ adds a completion; the caller holds c.mu.
-func (c *Conn) pushCQ(comp rdma.Completion) {
-	*c.cq.push() = comp
-	signal(c.cqReady)
-}
-
-// finish records the outcome of the work request seq and moves every
-// finished work request at the head of the send queue to the completion
-// queue, so completions keep posting order. The caller holds c.mu.
-func (c *Conn) finish(seq uint64, st rdma.Status, n int) {
-	w := c.sq.at(seq)
-	w.done, w.status, w.n = true, st, n
-	if st != rdma.StatusSuccess {
-		w.n = 0
-	}
-	c.drainSQ()
-}
-
-// drainSQ moves the finished work requests at the head of the send queue
-// to the completion queue. The caller holds c.mu.
-func (c *Conn) drainSQ() {
-	for c.sq.len() > 0 && c.sq.front().done {
-		w := c.sq.front()
-		c.pushCQ(rdma.Completion{ID: w.id, Op: w.op, Status: w.status, Len: w.n})
-		c.sq.pop()
-	}
-}
-
-// completeRecv completes the receive at the head of the receive queue.
-// The caller holds c.mu.
-func (c *Conn) completeRecv(comp rdma.Completion) {
-	r := c.rq.front()
-	comp.ID, comp.Op = r.id, rdma.OpRecv
-	if comp.Status != rdma.StatusSuccess {
-		comp.Len = 0
-	}
-	c.rq.pop()
-	c.pushCQ(comp)
 }
 
 // endLocked ends the connection with err: everything outstanding is
@@ -496,19 +380,11 @@ func (c *Conn) endLocked(err error, term []byte) {
 		return
 	}
 	c.state, c.err, c.term = stateDead, err, term
-	for seq := c.sq.head; seq < c.sq.tail; seq++ {
-		if w := c.sq.at(seq); !w.done {
-			w.done, w.status, w.n = true, rdma.StatusFlushed, 0
-		}
-	}
-	c.drainSQ()
-	for c.rq.len() > 0 {
-		c.completeRecv(rdma.Completion{Status: rdma.StatusFlushed})
-	}
-	c.irq.clear()
-	c.orq.clear()
+	c.q.Flush()
+	c.irq.Clear()
+	c.orq.Clear()
 	close(c.done)
-	signal(c.kick)
+	wq.Signal(c.kick)
 	if !c.started {
 		return
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/wq"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
 )
@@ -128,7 +129,7 @@ func (c *Conn) readFPDU() error {
 		c.mu.Lock()
 		c.fenced = false
 		c.mu.Unlock()
-		signal(c.kick)
+		wq.Signal(c.kick)
 	}
 	return err
 }
@@ -222,7 +223,7 @@ func (c *Conn) recvReadRequest(seg *ddp.Segment, ulen int) error {
 		c.violateLocked(violatef(ddp.CauseDDPUntaggedInvalidMSN, h, ulen, "RDMA Read Request MSN %d, want %d", h.MSN, c.rx.msn[1]))
 		return errEnded
 	}
-	held := c.irq.len()
+	held := c.irq.Len()
 	if c.serving {
 		held++
 	}
@@ -232,8 +233,8 @@ func (c *Conn) recvReadRequest(seg *ddp.Segment, ulen int) error {
 		return errEnded
 	}
 	c.rx.msn[1]++
-	*c.irq.push() = inRead{hdr: *h, rr: seg.ReadRequest, ulen: ulen}
-	signal(c.kick)
+	*c.irq.Push() = inRead{hdr: *h, rr: seg.ReadRequest, ulen: ulen}
+	wq.Signal(c.kick)
 	return nil
 }
 
@@ -252,7 +253,7 @@ func (c *Conn) recvTerminate(term ddp.Terminate) error {
 	t := &term
 	te := termErr(t.Cause, true, t.String())
 	if seq, ok := c.terminatedWRLocked(t); ok {
-		c.finish(seq, te.Status(), 0)
+		c.q.Finish(seq, te.Status(), 0)
 	}
 	c.p.stats.termRecv.Add(1)
 	c.log.Debug("iwarp: terminate received", "conn", c.String(), "terminate", t)
@@ -270,17 +271,17 @@ func (c *Conn) terminatedWRLocked(t *ddp.Terminate) (uint64, bool) {
 	h := &t.DDPHeader
 	hasHdr := t.HdrCt&ddp.HdrCtD != 0
 	hasRR := t.HdrCt&ddp.HdrCtR != 0 && !t.ReadRequestOmitted
-	for seq := c.sq.head; seq < c.sqNext; seq++ {
-		w := c.sq.at(seq)
-		if w.done {
+	for seq := c.q.SQ.Head; seq < c.sqNext; seq++ {
+		w := c.q.SQ.At(seq)
+		if w.Done {
 			continue
 		}
 		switch {
-		case w.op == rdma.OpRead && hasHdr && h.HasReadRequest() && h.MSN == w.msn,
-			w.op == rdma.OpRead && hasRR && rdma.STag(t.ReadRequest.SourceSTag) == w.remoteSTag && t.ReadRequest.SourceTO == w.remoteTO,
-			w.op.IsSend() && hasHdr && !h.Control.Tagged() && h.QN == ddp.QNSend && h.MSN == w.msn,
-			w.op == rdma.OpWrite && hasHdr && h.Control.Tagged() && h.Opcode() == ddp.OpRDMAWrite &&
-				rdma.STag(h.STag) == w.remoteSTag && h.TO >= w.remoteTO && h.TO-w.remoteTO <= uint64(w.length):
+		case w.Op == rdma.OpRead && hasHdr && h.HasReadRequest() && h.MSN == w.MSN,
+			w.Op == rdma.OpRead && hasRR && rdma.STag(t.ReadRequest.SourceSTag) == w.RemoteSTag && t.ReadRequest.SourceTO == w.RemoteTO,
+			w.Op.IsSend() && hasHdr && !h.Control.Tagged() && h.QN == ddp.QNSend && h.MSN == w.MSN,
+			w.Op == rdma.OpWrite && hasHdr && h.Control.Tagged() && h.Opcode() == ddp.OpRDMAWrite &&
+				rdma.STag(h.STag) == w.RemoteSTag && h.TO >= w.RemoteTO && h.TO-w.RemoteTO <= uint64(w.Length):
 			return seq, true
 		}
 	}
@@ -470,10 +471,10 @@ func (c *Conn) recvResponse(h *ddp.Header, ulen, plen int) error {
 	if v := c.checkTaggedLocked(h, ulen); v != nil {
 		return c.unlockFail(v)
 	}
-	if c.orq.len() == 0 {
+	if c.orq.Len() == 0 {
 		return c.unlockFail(violatef(ddp.CauseDDPLocalCatastrophic, h, ulen, "RDMA Read Response with no RDMA Read outstanding"))
 	}
-	r := c.orq.front()
+	r := c.orq.Front()
 	rs := &c.rx.resp
 	switch got := rs.got; {
 	case h.STag != r.sinkSTag:
@@ -483,18 +484,18 @@ func (c *Conn) recvResponse(h *ddp.Header, ulen, plen int) error {
 	case plen > r.size-got, h.Control.Last() && got+plen != r.size:
 		return c.unlockFail(violatef(ddp.CauseDDPTaggedBaseBounds, h, ulen, "RDMA Read Response of %d bytes after %d, read size %d", plen, got, r.size))
 	}
-	w := c.sq.at(r.seq)
+	w := c.q.SQ.At(r.seq)
 	if rs.got == 0 {
-		rs.dst = cursor{sgl: w.sgl}
+		rs.dst = cursor{sgl: w.SGL}
 	}
-	if plen > 0 && !sglOK(w.sgl, rdma.AccessLocalWrite) {
-		_, err := c.checkSGL(w.sgl, rdma.AccessLocalWrite)
-		c.finish(r.seq, rdma.StatusLocalProtection, 0)
-		return c.unlockFail(violatef(ddp.CauseDDPLocalCatastrophic, nil, 0, "RDMA Read Response into %v %d: %v", w.op, w.id, err))
+	if plen > 0 && !sglOK(w.SGL, rdma.AccessLocalWrite) {
+		_, err := c.checkSGL(w.SGL, rdma.AccessLocalWrite)
+		c.q.Finish(r.seq, rdma.StatusLocalProtection, 0)
+		return c.unlockFail(violatef(ddp.CauseDDPLocalCatastrophic, nil, 0, "RDMA Read Response into %v %d: %v", w.Op, w.ID, err))
 	}
 	seq, size := r.seq, r.size
 	if plen > 0 {
-		c.placing.Store(sglRegion(w.sgl))
+		c.placing.Store(sglRegion(w.SGL))
 	}
 	c.mu.Unlock()
 	err := c.readInto(&rs.dst, plen)
@@ -517,8 +518,8 @@ func (c *Conn) recvResponse(h *ddp.Header, ulen, plen int) error {
 	if c.state == stateDead {
 		return errEnded
 	}
-	c.orq.pop()
-	c.finish(seq, rdma.StatusSuccess, size)
+	c.orq.Pop()
+	c.q.Finish(seq, rdma.StatusSuccess, size)
 	return nil
 }
 
@@ -540,13 +541,13 @@ func (c *Conn) recvSend(h *ddp.Header, ulen, plen int) error {
 		switch {
 		case h.MSN != c.rx.msn[0]:
 			return c.unlockFail(violatef(ddp.CauseDDPUntaggedInvalidMSN, h, ulen, "%v MSN %d, want %d", op, h.MSN, c.rx.msn[0]))
-		case c.rq.len() == 0:
+		case c.q.RQ.Len() == 0:
 			return c.unlockFail(violatef(ddp.CauseDDPUntaggedNoBuffer, h, ulen, "%v MSN %d with no receive posted", op, h.MSN))
 		case h.MO != 0:
 			return c.unlockFail(violatef(ddp.CauseDDPUntaggedInvalidMO, h, ulen, "%v MSN %d starts at MO %d", op, h.MSN, h.MO))
 		}
 		s.active, s.op, s.msn, s.got = true, op, h.MSN, 0
-		s.dst = cursor{sgl: c.rq.front().sgl}
+		s.dst = cursor{sgl: c.q.RQ.Front().SGL}
 	} else {
 		switch {
 		case h.MSN != s.msn:
@@ -557,20 +558,20 @@ func (c *Conn) recvSend(h *ddp.Header, ulen, plen int) error {
 			return c.unlockFail(violatef(ddp.CauseDDPUntaggedInvalidMO, h, ulen, "%v MSN %d at MO %d, want %d", op, h.MSN, h.MO, s.got))
 		}
 	}
-	r := c.rq.front()
-	if plen > r.length-s.got {
-		id, length := r.id, r.length
-		c.completeRecv(rdma.Completion{Status: rdma.StatusLocalLength})
+	r := c.q.RQ.Front()
+	if plen > r.Length-s.got {
+		id, length := r.ID, r.Length
+		c.q.CompleteRecv(rdma.Completion{Status: rdma.StatusLocalLength})
 		return c.unlockFail(violatef(ddp.CauseDDPUntaggedTooLong, h, ulen,
 			"%v MSN %d: %d bytes at MO %d into receive %d of %d bytes", op, h.MSN, plen, h.MO, id, length))
 	}
-	if plen > 0 && !sglOK(r.sgl, rdma.AccessLocalWrite) {
-		_, err := c.checkSGL(r.sgl, rdma.AccessLocalWrite)
-		c.completeRecv(rdma.Completion{Status: rdma.StatusLocalProtection})
-		return c.unlockFail(violatef(ddp.CauseDDPLocalCatastrophic, nil, 0, "%v into receive %d: %v", op, r.id, err))
+	if plen > 0 && !sglOK(r.SGL, rdma.AccessLocalWrite) {
+		_, err := c.checkSGL(r.SGL, rdma.AccessLocalWrite)
+		c.q.CompleteRecv(rdma.Completion{Status: rdma.StatusLocalProtection})
+		return c.unlockFail(violatef(ddp.CauseDDPLocalCatastrophic, nil, 0, "%v into receive %d: %v", op, r.ID, err))
 	}
 	if plen > 0 {
-		c.placing.Store(sglRegion(r.sgl))
+		c.placing.Store(sglRegion(r.SGL))
 	}
 	c.mu.Unlock()
 	err := c.readInto(&s.dst, plen)
@@ -596,13 +597,13 @@ func (c *Conn) recvSend(h *ddp.Header, ulen, plen int) error {
 	if op.Invalidates() {
 		stag := rdma.STag(h.InvalidateSTag)
 		if te, ok := c.invalidateRemote(stag); !ok {
-			c.completeRecv(rdma.Completion{Status: rdma.StatusRemoteInvalidRequest})
+			c.q.CompleteRecv(rdma.Completion{Status: rdma.StatusRemoteInvalidRequest})
 			c.violateLocked(violate(te, h, ulen))
 			return errEnded
 		}
 		comp.Invalidated, comp.InvalidatedSTag = true, stag
 	}
-	c.completeRecv(comp)
+	c.q.CompleteRecv(comp)
 	c.rx.msn[0]++
 	return nil
 }

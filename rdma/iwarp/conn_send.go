@@ -159,11 +159,11 @@ func (c *Conn) pickLocked(notBefore time.Time) (bool, time.Duration) {
 		}
 		c.tx.rtrSent = true
 		c.tx.cur = txMsg{kind: msgRTR, hdr: ddp.Tagged(ddp.OpRDMAWrite, true, rtrSTag, 0)}
-	case c.irq.len() > 0:
+	case c.irq.Len() > 0:
 		if !c.startResponseLocked() {
 			return false, 0
 		}
-	case c.sqNext < c.sq.tail:
+	case c.sqNext < c.q.SQ.Tail:
 		if !c.startWRLocked() {
 			return false, 0
 		}
@@ -179,8 +179,8 @@ func (c *Conn) pickLocked(notBefore time.Time) (bool, time.Duration) {
 // response time, as siw does). A zero-length Read is not checked. It
 // returns false if the check ended the connection. The caller holds c.mu.
 func (c *Conn) startResponseLocked() bool {
-	q := c.irq.front()
-	c.irq.pop()
+	q := c.irq.Front()
+	c.irq.Pop()
 	var src []byte
 	if q.rr.Size > 0 {
 		b, te, ok := c.checkRemote("remote read", rdma.STag(q.rr.SourceSTag), q.rr.SourceTO, int(q.rr.Size), rdma.AccessRemoteRead, &memreg.ReadCodes)
@@ -216,50 +216,50 @@ var sendOpcodes = [...]ddp.Opcode{
 func (c *Conn) startWRLocked() bool {
 	seq := c.sqNext
 	c.sqNext++
-	w := c.sq.at(seq)
+	w := c.q.SQ.At(seq)
 	var need rdma.Access
-	if w.op == rdma.OpRead {
+	if w.Op == rdma.OpRead {
 		need = rdma.AccessLocalWrite
 	}
-	if !sglOK(w.sgl, need) {
-		_, err := c.checkSGL(w.sgl, need)
-		c.finish(seq, rdma.StatusLocalProtection, 0)
-		c.violateLocked(violatef(ddp.MakeCause(ddp.LayerRDMAP, 0, 0xff), nil, 0, "%v %d: local %v", w.op, w.id, err))
+	if !sglOK(w.SGL, need) {
+		_, err := c.checkSGL(w.SGL, need)
+		c.q.Finish(seq, rdma.StatusLocalProtection, 0)
+		c.violateLocked(violatef(ddp.MakeCause(ddp.LayerRDMAP, 0, 0xff), nil, 0, "%v %d: local %v", w.Op, w.ID, err))
 		return false
 	}
-	m := txMsg{kind: msgWR, seq: seq, src: cursor{sgl: w.sgl}, total: w.length, complete: true}
+	m := txMsg{kind: msgWR, seq: seq, src: cursor{sgl: w.SGL}, total: w.Length, complete: true}
 	switch {
-	case w.op.IsSend():
+	case w.Op.IsSend():
 		c.tx.msn[0]++
-		w.msn = c.tx.msn[0]
-		m.hdr = ddp.Untagged(sendOpcodes[w.op], true, ddp.QNSend, w.msn, 0)
-		if w.op.Invalidates() {
-			m.hdr.InvalidateSTag = uint32(w.invalidate)
+		w.MSN = c.tx.msn[0]
+		m.hdr = ddp.Untagged(sendOpcodes[w.Op], true, ddp.QNSend, w.MSN, 0)
+		if w.Op.Invalidates() {
+			m.hdr.InvalidateSTag = uint32(w.Invalidate)
 		}
-	case w.op == rdma.OpWrite:
-		m.hdr = ddp.Tagged(ddp.OpRDMAWrite, true, uint32(w.remoteSTag), w.remoteTO)
+	case w.Op == rdma.OpWrite:
+		m.hdr = ddp.Tagged(ddp.OpRDMAWrite, true, uint32(w.RemoteSTag), w.RemoteTO)
 	default:
 		// The response is placed by walking the SGL; the sink STag and TO
 		// are those of the first SGE, for the peer to echo and for
 		// tracers (tshark matches them) to follow.
 		c.tx.msn[1]++
-		w.msn = c.tx.msn[1]
+		w.MSN = c.tx.msn[1]
 		var sink rdma.STag
 		var sinkTO uint64
-		if len(w.sgl) > 0 {
-			sm := w.sgl[0].MR.(*mr)
-			sink, sinkTO = sm.STag(), sm.Base+uint64(w.sgl[0].Offset)
+		if len(w.SGL) > 0 {
+			sm := w.SGL[0].MR.(*mr)
+			sink, sinkTO = sm.STag(), sm.Base+uint64(w.SGL[0].Offset)
 		}
 		m.hdr = ddp.Untagged(ddp.OpRDMAReadRequest, true, ddp.QNReadRequest, c.tx.msn[1], 0)
 		m.rr = ddp.ReadRequest{
 			SinkSTag:   uint32(sink),
 			SinkTO:     sinkTO,
-			Size:       uint32(w.length),
-			SourceSTag: uint32(w.remoteSTag),
-			SourceTO:   w.remoteTO,
+			Size:       uint32(w.Length),
+			SourceSTag: uint32(w.RemoteSTag),
+			SourceTO:   w.RemoteTO,
 		}
 		m.src, m.total, m.complete = cursor{}, 0, false
-		*c.orq.push() = outRead{seq: seq, sinkSTag: uint32(sink), sinkTO: sinkTO, size: w.length}
+		*c.orq.Push() = outRead{seq: seq, sinkSTag: uint32(sink), sinkTO: sinkTO, size: w.Length}
 	}
 	c.tx.cur = m
 	return true
@@ -360,7 +360,7 @@ func (c *Conn) flush() {
 		c.endLocked(rdma.ErrConnectionLost, nil)
 	case c.state != stateDead:
 		for _, seq := range tx.written {
-			c.finish(seq, rdma.StatusSuccess, c.sq.at(seq).length)
+			c.q.Finish(seq, rdma.StatusSuccess, c.q.SQ.At(seq).Length)
 		}
 	}
 	if c.state == stateDead {

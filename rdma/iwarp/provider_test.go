@@ -100,18 +100,3 @@ func TestNegotiation(t *testing.T) {
 		t.Errorf("responder ORD beyond our largest IRD accepted")
 	}
 }
-
-func TestRing(t *testing.T) {
-	r := newRing[int](2)
-	*r.push() = 1
-	*r.push() = 2
-	if !r.full() || *r.front() != 1 {
-		t.Fatalf("ring %+v", r)
-	}
-	defer func() {
-		if recover() == nil {
-			t.Errorf("push into a full ring did not panic")
-		}
-	}()
-	r.push()
-}

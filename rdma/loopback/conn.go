@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
-	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/wq"
 )
 
 type connState uint8
@@ -63,28 +63,6 @@ type wrRef struct {
 	seq uint64
 }
 
-// sendWR is a send-queue slot.
-type sendWR struct {
-	id         uint64
-	op         rdma.Op
-	sgl        []rdma.SGE
-	length     int
-	remoteSTag rdma.STag
-	remoteTO   uint64
-	invalidate rdma.STag
-
-	done   bool
-	status rdma.Status
-	n      int
-}
-
-// recvWR is a receive-queue slot.
-type recvWR struct {
-	id     uint64
-	sgl    []rdma.SGE
-	length int
-}
-
 // readReq is an inbound RDMA Read Request, held until served.
 type readReq struct {
 	seq    uint64 // of the requester's work request
@@ -103,9 +81,8 @@ type Conn struct {
 	peerPD []byte
 	limits rdma.Limits
 
-	done    chan struct{} // closed when the state becomes dead
-	kick    chan struct{} // wakes run; capacity 1
-	cqReady chan struct{} // wakes Wait; capacity 1
+	done chan struct{} // closed when the state becomes dead
+	kick chan struct{} // wakes run; capacity 1
 
 	// Guarded by l.mu.
 	state   connState
@@ -114,14 +91,9 @@ type Conn struct {
 	faults  Faults
 	sent    int  // messages transmitted since SetFaults
 	delayed bool // the Delay before the next message has passed
-	sq      ring[sendWR]
+	q       wq.Queues
 	sqNext  uint64 // sequence of the next work request to execute
-	sqUsed  int    // posted and not yet polled
-	reads   int    // RDMA Reads posted and not yet polled
-	rq      ring[recvWR]
-	rqUsed  int
-	cq      ring[rdma.Completion]
-	irq     ring[readReq]
+	irq     wq.Ring[readReq]
 	mrs     map[*mr]struct{}
 }
 
@@ -142,17 +114,12 @@ func newConn(n *Network, l *link, s settings, local, remote Addr, peerPD []byte)
 			MaxSGE:         MaxSGE,
 			MaxMessageSize: MaxMessageSize,
 		},
-		done:    make(chan struct{}),
-		kick:    make(chan struct{}, 1),
-		cqReady: make(chan struct{}, 1),
-		sq:      newRing[sendWR](s.sq),
-		rq:      newRing[recvWR](s.rq),
-		cq:      newRing[rdma.Completion](s.sq + s.rq),
-		irq:     newRing[readReq](s.ird),
-		mrs:     make(map[*mr]struct{}),
+		done: make(chan struct{}),
+		kick: make(chan struct{}, 1),
+		q:    wq.New(s.sq, s.rq),
+		irq:  wq.NewRing[readReq](s.ird),
+		mrs:  make(map[*mr]struct{}),
 	}
-	memreg.PresizeSGLs(c.sq.buf, func(w *sendWR) *[]rdma.SGE { return &w.sgl })
-	memreg.PresizeSGLs(c.rq.buf, func(r *recvWR) *[]rdma.SGE { return &r.sgl })
 	return c
 }
 
@@ -166,14 +133,7 @@ func (c *Conn) establish() {
 	c.state = stateUp
 	c.txDone = make(chan struct{})
 	go c.run()
-	signal(c.peer.kick) // the peer may have been waiting for us
-}
-
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
+	wq.Signal(c.peer.kick) // the peer may have been waiting for us
 }
 
 func (c *Conn) LocalAddr() net.Addr       { return c.local }
@@ -198,16 +158,14 @@ func (c *Conn) PostRecv(id uint64, sgl []rdma.SGE) error {
 	if c.state == stateDead {
 		return c.deadErr(fmt.Sprintf("post recv %d", id))
 	}
-	if c.rqUsed == c.limits.RecvQueueDepth {
-		return fmt.Errorf("loopback: post recv %d: %d receives outstanding: %w", id, c.rqUsed, rdma.ErrQueueFull)
+	if c.q.RQUsed == c.limits.RecvQueueDepth {
+		return fmt.Errorf("loopback: post recv %d: %d receives outstanding: %w", id, c.q.RQUsed, rdma.ErrQueueFull)
 	}
 	n, err := c.checkSGL(sgl, rdma.AccessLocalWrite)
 	if err != nil {
 		return fmt.Errorf("loopback: post recv %d: %v: %w", id, err, rdma.ErrInvalid)
 	}
-	r := c.rq.push()
-	r.id, r.sgl, r.length = id, append(r.sgl[:0], sgl...), n
-	c.rqUsed++
+	c.q.PostRecv(id, sgl, n)
 	return nil
 }
 
@@ -221,11 +179,11 @@ func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
 	if !wr.Op.IsSend() && wr.Op != rdma.OpWrite && wr.Op != rdma.OpRead {
 		return fmt.Errorf("loopback: post send %d: op %v: %w", wr.ID, wr.Op, rdma.ErrInvalid)
 	}
-	if c.sqUsed == c.limits.SendQueueDepth {
-		return fmt.Errorf("loopback: post %v %d: %d work requests outstanding: %w", wr.Op, wr.ID, c.sqUsed, rdma.ErrQueueFull)
+	if c.q.SQUsed == c.limits.SendQueueDepth {
+		return fmt.Errorf("loopback: post %v %d: %d work requests outstanding: %w", wr.Op, wr.ID, c.q.SQUsed, rdma.ErrQueueFull)
 	}
-	if ord := c.ord(); wr.Op == rdma.OpRead && c.reads >= ord {
-		return fmt.Errorf("loopback: post %v %d: %d reads outstanding, ORD %d: %w", wr.Op, wr.ID, c.reads, ord, rdma.ErrQueueFull)
+	if ord := c.ord(); wr.Op == rdma.OpRead && c.q.Reads >= ord {
+		return fmt.Errorf("loopback: post %v %d: %d reads outstanding, ORD %d: %w", wr.Op, wr.ID, c.q.Reads, ord, rdma.ErrQueueFull)
 	}
 	var need rdma.Access
 	if wr.Op == rdma.OpRead {
@@ -238,21 +196,8 @@ func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
 	if n > MaxMessageSize {
 		return fmt.Errorf("loopback: post %v %d: %d bytes, more than %d: %w", wr.Op, wr.ID, n, MaxMessageSize, rdma.ErrInvalid)
 	}
-	w := c.sq.push()
-	*w = sendWR{
-		id:         wr.ID,
-		op:         wr.Op,
-		sgl:        append(w.sgl[:0], wr.Local...),
-		length:     n,
-		remoteSTag: wr.RemoteSTag,
-		remoteTO:   wr.RemoteTO,
-		invalidate: wr.InvalidateSTag,
-	}
-	c.sqUsed++
-	if wr.Op == rdma.OpRead {
-		c.reads++
-	}
-	signal(c.kick)
+	c.q.PostSend(wr, n)
+	wq.Signal(c.kick)
 	return nil
 }
 
@@ -268,28 +213,7 @@ func (c *Conn) ord() int {
 func (c *Conn) Poll(cs []rdma.Completion) int {
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
-	return c.pollLocked(cs)
-}
-
-func (c *Conn) pollLocked(cs []rdma.Completion) int {
-	n := 0
-	for ; n < len(cs) && c.cq.len() > 0; n++ {
-		cs[n] = *c.cq.front()
-		c.cq.pop()
-		switch cs[n].Op {
-		case rdma.OpRecv:
-			c.rqUsed--
-		case rdma.OpRead:
-			c.reads--
-			c.sqUsed--
-		default:
-			c.sqUsed--
-		}
-	}
-	if c.cq.len() > 0 {
-		signal(c.cqReady) // for another waiter
-	}
-	return n
+	return c.q.Poll(cs)
 }
 
 // Wait blocks until completions are available, ctx is done or the
@@ -300,7 +224,7 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 	}
 	for {
 		c.l.mu.Lock()
-		n := c.pollLocked(cs)
+		n := c.q.Poll(cs)
 		dead := c.state == stateDead
 		err := c.err
 		c.l.mu.Unlock()
@@ -311,51 +235,12 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 			return 0, err
 		}
 		select {
-		case <-c.cqReady:
+		case <-c.q.Ready:
 		case <-c.done:
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
 	}
-}
-
-// pushCQ adds a completion; the caller holds c.l.mu.
-func (c *Conn) pushCQ(comp rdma.Completion) {
-	*c.cq.push() = comp
-	signal(c.cqReady)
-}
-
-// finish records the outcome of the work request seq and moves every
-// finished work request at the head of the send queue to the completion
-// queue, so completions keep posting order. The caller holds c.l.mu.
-func (c *Conn) finish(seq uint64, st rdma.Status, n int) {
-	w := c.sq.at(seq)
-	w.done, w.status, w.n = true, st, n
-	if st != rdma.StatusSuccess {
-		w.n = 0
-	}
-	c.drainSQ()
-}
-
-// drainSQ moves the finished work requests at the head of the send queue
-// to the completion queue.
-func (c *Conn) drainSQ() {
-	for c.sq.len() > 0 && c.sq.front().done {
-		w := c.sq.front()
-		c.pushCQ(rdma.Completion{ID: w.id, Op: w.op, Status: w.status, Len: w.n})
-		c.sq.pop()
-	}
-}
-
-// completeRecv completes the receive at the head of the receive queue.
-func (c *Conn) completeRecv(comp rdma.Completion) {
-	r := c.rq.front()
-	comp.ID, comp.Op = r.id, rdma.OpRecv
-	if comp.Status != rdma.StatusSuccess {
-		comp.Len = 0
-	}
-	c.rq.pop()
-	c.pushCQ(comp)
 }
 
 // end ends the link: each side gets its error, everything outstanding is
@@ -366,16 +251,8 @@ func (l *link) end(errs [2]error) {
 			continue
 		}
 		c.state, c.err = stateDead, errs[i]
-		for seq := c.sq.head; seq < c.sq.tail; seq++ {
-			if w := c.sq.at(seq); !w.done {
-				w.done, w.status, w.n = true, rdma.StatusFlushed, 0
-			}
-		}
-		c.drainSQ()
-		for c.rq.len() > 0 {
-			c.completeRecv(rdma.Completion{Status: rdma.StatusFlushed})
-		}
-		c.irq.clear()
+		c.q.Flush()
+		c.irq.Clear()
 		close(c.done)
 	}
 }

@@ -25,21 +25,6 @@ func TestSTagTable(t *testing.T) {
 	}
 }
 
-func TestRing(t *testing.T) {
-	r := newRing[int](2)
-	*r.push() = 1
-	*r.push() = 2
-	if !r.full() || *r.front() != 1 || *r.at(1) != 2 {
-		t.Fatalf("ring %+v", r)
-	}
-	defer func() {
-		if recover() == nil {
-			t.Fatalf("push onto a full ring did not panic")
-		}
-	}()
-	r.push()
-}
-
 func TestNegotiate(t *testing.T) {
 	for _, c := range []struct {
 		init, resp, wantInit, wantResp settings

@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/wq"
 )
 
 // DefaultLinkTimeout is how long a broken link (Faults.Drop) goes
@@ -122,12 +123,12 @@ func (c *Conn) step() (action, time.Duration) {
 		if d := time.Until(l.deadline); d > 0 {
 			return actSleep, d
 		}
-		l.lost.c.finish(l.lost.seq, rdma.StatusTransport, 0)
+		l.lost.c.q.Finish(l.lost.seq, rdma.StatusTransport, 0)
 		c.endWith(rdma.ErrConnectionLost, rdma.ErrConnectionLost)
 		return actExit, 0
 	case l.broken, c.peer.state != stateUp:
 		return actIdle, 0
-	case c.irq.len() == 0 && c.sqNext == c.sq.tail:
+	case c.irq.Len() == 0 && c.sqNext == c.q.SQ.Tail:
 		return actIdle, 0
 	case c.faults.Delay > 0 && !c.delayed:
 		return actDelay, c.faults.Delay
@@ -140,20 +141,20 @@ func (c *Conn) step() (action, time.Duration) {
 // transmit sends the next message: a Read Response owed, else the next
 // send-queue work request.
 func (c *Conn) transmit() {
-	fromIRQ := c.irq.len() > 0
+	fromIRQ := c.irq.Len() > 0
 	ref := wrRef{c, c.sqNext}
 	if fromIRQ {
-		ref = wrRef{c.peer, c.irq.front().seq}
+		ref = wrRef{c.peer, c.irq.Front().seq}
 	}
 	c.sent++
 	switch f := &c.faults; {
 	case f.Abort > 0 && c.sent > f.Abort:
-		ref.c.finish(ref.seq, rdma.StatusTransport, 0)
+		ref.c.q.Finish(ref.seq, rdma.StatusTransport, 0)
 		c.endWith(rdma.ErrConnectionLost, rdma.ErrConnectionLost)
 		return
 	case f.Drop > 0 && c.sent == f.Drop:
 		if fromIRQ {
-			c.irq.pop()
+			c.irq.Pop()
 		} else {
 			c.sqNext++
 		}
@@ -183,23 +184,23 @@ var (
 
 // execute runs the send-queue work request seq. The caller holds c.l.mu.
 func (c *Conn) execute(seq uint64) {
-	w := c.sq.at(seq)
+	w := c.q.SQ.At(seq)
 	var need rdma.Access
-	if w.op == rdma.OpRead {
+	if w.Op == rdma.OpRead {
 		need = rdma.AccessLocalWrite
 	}
 	// The MRs were checked at post; they may have been invalidated or
 	// released since, which is a local protection error, fatal as on an
 	// RNIC.
-	if _, err := c.checkSGL(w.sgl, need); err != nil {
-		c.finish(seq, rdma.StatusLocalProtection, 0)
-		c.terminate(detail(termLocal, "%v %d: local %v", w.op, w.id, err))
+	if _, err := c.checkSGL(w.SGL, need); err != nil {
+		c.q.Finish(seq, rdma.StatusLocalProtection, 0)
+		c.terminate(detail(termLocal, "%v %d: local %v", w.Op, w.ID, err))
 		return
 	}
 	switch {
-	case w.op.IsSend():
+	case w.Op.IsSend():
 		c.execSend(seq, w)
-	case w.op == rdma.OpWrite:
+	case w.Op == rdma.OpWrite:
 		c.execWrite(seq, w)
 	default:
 		c.execRead(seq, w)
@@ -215,78 +216,78 @@ func detail(te rdma.TerminateError, format string, args ...any) rdma.TerminateEr
 // refused completes seq with the status the peer's Terminate te implies,
 // and ends the link on behalf of det, the side that detected the error.
 func (c *Conn) refused(seq uint64, det *Conn, te rdma.TerminateError) {
-	c.finish(seq, te.Status(), 0)
+	c.q.Finish(seq, te.Status(), 0)
 	det.terminate(te)
 }
 
 // execSend delivers a Send into the peer's oldest posted receive
 // (notes/iwarp-wire.md 5.4: buffer available, room, local SGE checks,
 // then the invalidation at the end of the message, 5.5).
-func (c *Conn) execSend(seq uint64, w *sendWR) {
+func (c *Conn) execSend(seq uint64, w *wq.SendWR) {
 	p := c.peer
-	if p.rq.len() == 0 {
-		c.refused(seq, p, detail(termNoBuffer, "%v of %d bytes with no receive posted", w.op, w.length))
+	if p.q.RQ.Len() == 0 {
+		c.refused(seq, p, detail(termNoBuffer, "%v of %d bytes with no receive posted", w.Op, w.Length))
 		return
 	}
-	r := p.rq.front()
-	if w.length > r.length {
-		te := detail(termTooLong, "%v of %d bytes into receive %d of %d bytes", w.op, w.length, r.id, r.length)
-		p.completeRecv(rdma.Completion{Status: rdma.StatusLocalLength})
+	r := p.q.RQ.Front()
+	if w.Length > r.Length {
+		te := detail(termTooLong, "%v of %d bytes into receive %d of %d bytes", w.Op, w.Length, r.ID, r.Length)
+		p.q.CompleteRecv(rdma.Completion{Status: rdma.StatusLocalLength})
 		c.refused(seq, p, te)
 		return
 	}
-	if _, err := p.checkSGL(r.sgl, rdma.AccessLocalWrite); err != nil {
-		te := detail(termPlacement, "%v into receive %d: %v", w.op, r.id, err)
-		p.completeRecv(rdma.Completion{Status: rdma.StatusLocalProtection})
+	if _, err := p.checkSGL(r.SGL, rdma.AccessLocalWrite); err != nil {
+		te := detail(termPlacement, "%v into receive %d: %v", w.Op, r.ID, err)
+		p.q.CompleteRecv(rdma.Completion{Status: rdma.StatusLocalProtection})
 		c.refused(seq, p, te)
 		return
 	}
-	copySGL(r.sgl, w.sgl)
-	comp := rdma.Completion{Len: w.length, Solicited: w.op.Solicited()}
-	if w.op.Invalidates() {
-		if te, ok := p.invalidateRemote(w.invalidate); !ok {
-			p.completeRecv(rdma.Completion{Status: rdma.StatusRemoteInvalidRequest})
+	copySGL(r.SGL, w.SGL)
+	comp := rdma.Completion{Len: w.Length, Solicited: w.Op.Solicited()}
+	if w.Op.Invalidates() {
+		if te, ok := p.invalidateRemote(w.Invalidate); !ok {
+			p.q.CompleteRecv(rdma.Completion{Status: rdma.StatusRemoteInvalidRequest})
 			c.refused(seq, p, te)
 			return
 		}
-		comp.Invalidated, comp.InvalidatedSTag = true, w.invalidate
+		comp.Invalidated, comp.InvalidatedSTag = true, w.Invalidate
 	}
-	p.completeRecv(comp)
-	c.finish(seq, rdma.StatusSuccess, w.length)
+	p.q.CompleteRecv(comp)
+	c.q.Finish(seq, rdma.StatusSuccess, w.Length)
 }
 
 // execWrite places an RDMA Write. A zero-length Write is not checked
 // (notes/iwarp-wire.md 5.6).
-func (c *Conn) execWrite(seq uint64, w *sendWR) {
-	if w.length > 0 {
-		dst, te, ok := c.peer.checkRemote("remote write", w.remoteSTag, w.remoteTO, w.length, rdma.AccessRemoteWrite, &memreg.WriteCodes)
+func (c *Conn) execWrite(seq uint64, w *wq.SendWR) {
+	if w.Length > 0 {
+		dst, te, ok := c.peer.checkRemote("remote write", w.RemoteSTag, w.RemoteTO, w.Length, rdma.AccessRemoteWrite, &memreg.WriteCodes)
 		if !ok {
 			c.refused(seq, c.peer, te)
 			return
 		}
-		gather(dst, w.sgl)
+		gather(dst, w.SGL)
 	}
-	c.finish(seq, rdma.StatusSuccess, w.length)
+	c.q.Finish(seq, rdma.StatusSuccess, w.Length)
 }
 
 // execRead sends an RDMA Read Request; the peer's goroutine answers it.
-func (c *Conn) execRead(seq uint64, w *sendWR) {
+func (c *Conn) execRead(seq uint64, w *wq.SendWR) {
 	// The work request stays unfinished on the send queue, holding back
 	// the completions of those after it, until the response is placed.
 	p := c.peer
-	if p.irq.len() >= p.limits.IRD {
+	if p.irq.Len() >= p.limits.IRD {
 		c.refused(seq, p, detail(termIRD, "RDMA Read Request beyond IRD %d", p.limits.IRD))
 		return
 	}
-	*p.irq.push() = readReq{seq: seq, stag: w.remoteSTag, to: w.remoteTO, length: w.length}
-	signal(p.kick)
+	*p.irq.Push() = readReq{seq: seq, stag: w.RemoteSTag, to: w.RemoteTO, length: w.Length}
+	wq.Signal(p.kick)
 }
 
 // serveRead sends the Read Response to the oldest inbound Read Request. A
 // zero-length Read is not checked (RFC 5040 section 4.4).
 func (c *Conn) serveRead() {
-	q := *c.irq.front()
-	c.irq.pop()
+	q := *c.irq.Front()
+	c.irq.Pop()
 	p := c.peer
 	if q.length > 0 {
 		src, te, ok := c.checkRemote("remote read", q.stag, q.to, q.length, rdma.AccessRemoteRead, &memreg.ReadCodes)
@@ -294,13 +295,13 @@ func (c *Conn) serveRead() {
 			p.refused(q.seq, c, te)
 			return
 		}
-		w := p.sq.at(q.seq)
-		if _, err := p.checkSGL(w.sgl, rdma.AccessLocalWrite); err != nil {
-			p.finish(q.seq, rdma.StatusLocalProtection, 0)
-			p.terminate(detail(termPlacement, "RDMA Read Response into %v %d: %v", w.op, w.id, err))
+		w := p.q.SQ.At(q.seq)
+		if _, err := p.checkSGL(w.SGL, rdma.AccessLocalWrite); err != nil {
+			p.q.Finish(q.seq, rdma.StatusLocalProtection, 0)
+			p.terminate(detail(termPlacement, "RDMA Read Response into %v %d: %v", w.Op, w.ID, err))
 			return
 		}
-		scatter(w.sgl, src)
+		scatter(w.SGL, src)
 	}
-	p.finish(q.seq, rdma.StatusSuccess, q.length)
+	p.q.Finish(q.seq, rdma.StatusSuccess, q.length)
 }
