@@ -348,25 +348,11 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 	if len(cs) == 0 {
 		return 0, fmt.Errorf("iwarp: wait: empty completion slice: %w", rdma.ErrInvalid)
 	}
-	for {
+	return c.q.Wait(ctx, c.done, func() (int, bool, error) {
 		c.mu.Lock()
-		n := c.q.Poll(cs)
-		dead := c.state == stateDead
-		err := c.err
-		c.mu.Unlock()
-		switch {
-		case n > 0:
-			return n, nil
-		case dead:
-			return 0, err
-		}
-		select {
-		case <-c.q.Ready:
-		case <-c.done:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
+		defer c.mu.Unlock()
+		return c.q.Poll(cs), c.state == stateDead, c.err
+	})
 }
 
 // endLocked ends the connection with err: everything outstanding is

@@ -385,6 +385,19 @@ func (c *Conn) readTrailer(ulen int) error {
 	return err
 }
 
+// lockPlacement takes the locks a placement path holds, c.placeMu then
+// c.mu, and reports true; or, if the connection has ended, none, and false.
+func (c *Conn) lockPlacement() bool {
+	c.placeMu.Lock()
+	c.mu.Lock()
+	if c.state == stateDead {
+		c.mu.Unlock()
+		c.placeMu.Unlock()
+		return false
+	}
+	return true
+}
+
 // unlockFail releases both locks the placement paths hold, ends c with
 // v's Terminate and returns errEnded. The caller holds c.placeMu and c.mu
 // and has completed the work requests v concerns.
@@ -423,11 +436,7 @@ func (c *Conn) endTagged(h *ddp.Header, plen int) {
 // recvWrite places an RDMA Write segment. A zero-length segment is not
 // checked (RFC 5041 section 7.1, notes/iwarp-wire.md 5.6).
 func (c *Conn) recvWrite(h *ddp.Header, ulen, plen int) error {
-	c.placeMu.Lock()
-	c.mu.Lock()
-	if c.state == stateDead {
-		c.mu.Unlock()
-		c.placeMu.Unlock()
+	if !c.lockPlacement() {
 		return errEnded
 	}
 	if v := c.checkTaggedLocked(h, ulen); v != nil {
@@ -461,11 +470,7 @@ func (c *Conn) recvWrite(h *ddp.Header, ulen, plen int) error {
 // sink STag it named, the TO where the last segment ended, no more than
 // the size it asked, exactly that size at L, and its sink still valid.
 func (c *Conn) recvResponse(h *ddp.Header, ulen, plen int) error {
-	c.placeMu.Lock()
-	c.mu.Lock()
-	if c.state == stateDead {
-		c.mu.Unlock()
-		c.placeMu.Unlock()
+	if !c.lockPlacement() {
 		return errEnded
 	}
 	if v := c.checkTaggedLocked(h, ulen); v != nil {
@@ -528,11 +533,7 @@ func (c *Conn) recvResponse(h *ddp.Header, ulen, plen int) error {
 // section 5.3; the invalidation of a Send with Invalidate at the end of
 // the message, notes/iwarp-wire.md 5.5).
 func (c *Conn) recvSend(h *ddp.Header, ulen, plen int) error {
-	c.placeMu.Lock()
-	c.mu.Lock()
-	if c.state == stateDead {
-		c.mu.Unlock()
-		c.placeMu.Unlock()
+	if !c.lockPlacement() {
 		return errEnded
 	}
 	s := &c.rx.send

@@ -10,6 +10,8 @@
 package wq
 
 import (
+	"context"
+
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
 )
@@ -220,4 +222,26 @@ func (q *Queues) Poll(cs []rdma.Completion) int {
 		Signal(q.Ready) // for another waiter
 	}
 	return n
+}
+
+// Wait is rdma.Conn.Wait for a provider: poll, under the provider's lock,
+// moves completions into its caller's slice and says whether the
+// connection has ended and why; Wait blocks between polls on q.Ready, done
+// (closed when the connection ends) and ctx.
+func (q *Queues) Wait(ctx context.Context, done <-chan struct{}, poll func() (n int, dead bool, err error)) (int, error) {
+	for {
+		n, dead, err := poll()
+		switch {
+		case n > 0:
+			return n, nil
+		case dead:
+			return 0, err
+		}
+		select {
+		case <-q.Ready:
+		case <-done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 }
