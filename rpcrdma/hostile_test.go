@@ -366,3 +366,171 @@ func TestDroppedCallNotPending(t *testing.T) {
 		t.Fatalf("NULL after the dropped calls: %v %v", got, err)
 	}
 }
+
+// rawResponder is a hand-driven responder for a requester under test.
+type rawResponder struct {
+	rawPeer
+	conn *Conn       // the requester
+	cli  *rpc.Client // over conn
+}
+
+// newRawResponder connects a requester (with an rpc.Client) to a raw
+// responder. Both are closed at cleanup.
+func newRawResponder(t testing.TB) *rawResponder {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	net := loopback.New()
+	l, err := net.Listen(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r := &rawResponder{rawPeer: rawPeer{cs: make([]rdma.Completion, 4)}}
+	accepted := make(chan error, 1)
+	go func() {
+		req, err := l.Accept(ctx)
+		if err != nil {
+			accepted <- err
+			return
+		}
+		rc, err := req.Accept(ctx, rdma.ConnConfig{
+			PrivateData: wire.PrivateData{SendSize: rawSize, ReceiveSize: rawSize}.Append(nil),
+			Prepare: func(rc rdma.Conn) error {
+				var err error
+				if r.recv, err = rc.Alloc(rawSlots*rawSize, rdma.AccessLocalWrite); err != nil {
+					return err
+				}
+				for i := 0; i < rawSlots; i++ {
+					if err := rc.PostRecv(uint64(i), []rdma.SGE{{MR: r.recv, Offset: i * rawSize, Length: rawSize}}); err != nil {
+						return err
+					}
+				}
+				r.send, err = rc.Alloc(rawSize, 0)
+				return err
+			},
+		})
+		r.rc = rc
+		accepted <- err
+	}()
+	conn, err := Dial(ctx, net, l.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-accepted; err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	r.conn, r.cli = conn, rpc.NewClient(conn)
+	t.Cleanup(func() {
+		r.cli.Close()
+		r.rc.Close()
+	})
+	return r
+}
+
+// receive returns the next message the requester sent, within wait.
+func (r *rawResponder) receive(wait time.Duration) []byte {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for {
+		n, err := r.rc.Wait(ctx, r.cs)
+		if err != nil {
+			return nil
+		}
+		for _, c := range r.cs[:n] {
+			if c.Op != rdma.OpRecv || c.Status != rdma.StatusSuccess {
+				continue
+			}
+			slot := int(c.ID)
+			out := append([]byte(nil), r.recv.Bytes()[slot*rawSize:slot*rawSize+c.Len]...)
+			r.rc.PostRecv(c.ID, []rdma.SGE{{MR: r.recv, Offset: slot * rawSize, Length: rawSize}})
+			return out
+		}
+	}
+}
+
+// FuzzRequester answers a call, made with a write chunk and a reply chunk
+// offered, with an arbitrary message whose first word is the call's XID:
+// the requester must not crash; it must end the call (with its reply or an
+// error) or the connection, or drop the message and count it; and when
+// the call ended and the connection lives, a well-formed reply to the
+// next call must complete it.
+func FuzzRequester(f *testing.F) {
+	v1 := func(proc uint32, words ...uint32) []byte { return hdr(0, append([]uint32{1, 8, proc}, words...)...) }
+	f.Add(v1(0, 0, 0, 0))                                 // RDMA_MSG, no chunks, no payload
+	f.Add(v1(1, 0, 1, 1, 5, 64, 0, 0, 0, 0, 0))           // RDMA_NOMSG, a write chunk of 64 bytes
+	f.Add(v1(4, 1, 1, 1))                                 // RDMA_ERROR ERR_VERS 1..1
+	f.Add(v1(4, 2))                                       // RDMA_ERROR ERR_CHUNK
+	f.Add(v1(0, 1, 1, 0, 77, 8, 0, 0, 0, 0, 0))           // a read chunk in a reply
+	f.Add(append(v1(0, 0, 0, 0), 0, 0, 0, 0, 0, 0, 0, 1)) // a payload with another XID
+	f.Add([]byte{0, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		if len(msg) > rawSize || len(msg) < 4 {
+			return
+		}
+		r := newRawResponder(t)
+		result := make([]byte, 64)
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err := r.cli.Call(ctx, &rpc.Request{Prog: testProg, Vers: testVers, Proc: procRead,
+				ResultBufs: [][]byte{result}, MaxReply: 8 << 10})
+			done <- err
+		}()
+		call := r.receive(5 * time.Second)
+		if len(call) < 4 {
+			t.Fatalf("no call arrived")
+		}
+		xid := binary.BigEndian.Uint32(call)
+		m := append([]byte(nil), msg...)
+		binary.BigEndian.PutUint32(m, xid)
+		if _, err := r.tryExchange(m, time.Millisecond); err != nil {
+			return // our raw side could not post: nothing to check
+		}
+		select {
+		case <-done:
+		case <-r.conn.Done():
+			return
+		case <-time.After(time.Second):
+			// Only a message that is not a reply may leave the call
+			// waiting: it is dropped (a backward-direction call, with no
+			// backchannel offered, say), and counted.
+			if r.conn.Stats().Dropped == 0 {
+				t.Fatalf("call neither completed nor failed after reply %x", m)
+			}
+			return
+		}
+		if r.conn.Err() != nil {
+			return
+		}
+		// The connection lives: a proper call and reply still work.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			done <- r.cli.Null(ctx, testProg, testVers)
+		}()
+		call = r.receive(5 * time.Second)
+		if len(call) < 4 {
+			if r.conn.Err() != nil {
+				return
+			}
+			t.Fatalf("no NULL call arrived after reply %x", m)
+		}
+		xid = binary.BigEndian.Uint32(call)
+		h := wire.Header{XID: xid, Vers: wire.Version1, Credits: 8, Proc: wire.RDMA_MSG}
+		rh := rpc.ReplyHeader{XID: xid, Stat: rpc.MsgAccepted, AcceptStat: rpc.Success}
+		if _, err := r.tryExchange(rh.Append(h.Append(nil)), time.Millisecond); err != nil {
+			return
+		}
+		select {
+		case err := <-done:
+			if err != nil && r.conn.Err() == nil {
+				t.Fatalf("NULL after reply %x: %v", m, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("NULL after reply %x did not complete", m)
+		}
+	})
+}
