@@ -398,6 +398,25 @@ func (c *Conn) lockPlacement() bool {
 	return true
 }
 
+// placeLocked reads an FPDU's plen payload bytes into dst, then its
+// trailer (ulen is its ULPDU_Length), recording r as the region being
+// placed into while the payload is read (see waitPlacement). The caller
+// holds c.placeMu and c.mu, has checked the FPDU and dst, and both locks
+// are released here: c.mu before the read, c.placeMu after the payload.
+func (c *Conn) placeLocked(r *memreg.Region, dst *cursor, plen, ulen int) error {
+	if plen > 0 {
+		c.placing.Store(r)
+	}
+	c.mu.Unlock()
+	err := c.readInto(dst, plen)
+	c.placing.Store(nil)
+	c.placeMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.readTrailer(ulen)
+}
+
 // unlockFail releases both locks the placement paths hold, ends c with
 // v's Terminate and returns errEnded. The caller holds c.placeMu and c.mu
 // and has completed the work requests v concerns.
@@ -442,23 +461,16 @@ func (c *Conn) recvWrite(h *ddp.Header, ulen, plen int) error {
 	if v := c.checkTaggedLocked(h, ulen); v != nil {
 		return c.unlockFail(v)
 	}
-	var dst []byte
+	var dst cursor
+	var region *memreg.Region
 	if plen > 0 {
 		b, te, ok := c.checkRemote("remote write", rdma.STag(h.STag), h.TO, plen, rdma.AccessRemoteWrite, &memreg.WriteCodes)
 		if !ok {
 			return c.unlockFail(violate(te, h, ulen))
 		}
-		dst = b
-		c.placing.Store(c.p.stags.Lookup(rdma.STag(h.STag).Index()))
+		dst.one, region = b, c.p.stags.Lookup(rdma.STag(h.STag).Index())
 	}
-	c.mu.Unlock()
-	err := c.readFull(dst)
-	c.placing.Store(nil)
-	c.placeMu.Unlock()
-	if err != nil {
-		return err
-	}
-	if err := c.readTrailer(ulen); err != nil {
+	if err := c.placeLocked(region, &dst, plen, ulen); err != nil {
 		return err
 	}
 	c.endTagged(h, plen)
@@ -499,17 +511,7 @@ func (c *Conn) recvResponse(h *ddp.Header, ulen, plen int) error {
 		return c.unlockFail(violatef(ddp.CauseDDPLocalCatastrophic, nil, 0, "RDMA Read Response into %v %d: %v", w.Op, w.ID, err))
 	}
 	seq, size := r.seq, r.size
-	if plen > 0 {
-		c.placing.Store(sglRegion(w.SGL))
-	}
-	c.mu.Unlock()
-	err := c.readInto(&rs.dst, plen)
-	c.placing.Store(nil)
-	c.placeMu.Unlock()
-	if err != nil {
-		return err
-	}
-	if err := c.readTrailer(ulen); err != nil {
+	if err := c.placeLocked(sglRegion(w.SGL), &rs.dst, plen, ulen); err != nil {
 		return err
 	}
 	c.endTagged(h, plen)
@@ -571,17 +573,7 @@ func (c *Conn) recvSend(h *ddp.Header, ulen, plen int) error {
 		c.q.CompleteRecv(rdma.Completion{Status: rdma.StatusLocalProtection})
 		return c.unlockFail(violatef(ddp.CauseDDPLocalCatastrophic, nil, 0, "%v into receive %d: %v", op, r.ID, err))
 	}
-	if plen > 0 {
-		c.placing.Store(sglRegion(r.SGL))
-	}
-	c.mu.Unlock()
-	err := c.readInto(&s.dst, plen)
-	c.placing.Store(nil)
-	c.placeMu.Unlock()
-	if err != nil {
-		return err
-	}
-	if err := c.readTrailer(ulen); err != nil {
+	if err := c.placeLocked(sglRegion(r.SGL), &s.dst, plen, ulen); err != nil {
 		return err
 	}
 	s.got += plen
