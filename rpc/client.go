@@ -226,6 +226,9 @@ func (c *Client) finish(id CallID, r callResult) (Reply, error) {
 	if r.err != nil {
 		return Reply{}, r.err
 	}
+	// Whatever the outcome, nothing below keeps the Msg itself: results
+	// and the verifier alias memory the transport gave up.
+	defer release(r.msg)
 	var h ReplyHeader
 	d := xdr.NewDecoder(r.msg.XDR)
 	if err := h.Decode(&d); err != nil {
@@ -243,11 +246,14 @@ func (c *Client) finish(id CallID, r callResult) (Reply, error) {
 		c.stats.badReply.Add(1)
 		return Reply{}, &BadReplyError{Call: id, Err: err}
 	}
-	if r.msg.Release != nil {
-		// tail copied what Results needs out of the Msg itself.
-		r.msg.Release()
-	}
 	return Reply{XID: h.XID, Verf: h.Verf, Results: results}, nil
+}
+
+// release gives a received message back to its transport (Msg.Release).
+func release(m *Msg) {
+	if m.Release != nil {
+		m.Release()
+	}
 }
 
 // readLoop receives every message of the transport until it fails.
@@ -276,9 +282,11 @@ func (c *Client) readLoop() {
 		switch {
 		case !ok:
 			c.stats.short.Add(1)
+			release(m)
 			continue
 		case mt != MsgReply:
 			c.stats.notReply.Add(1)
+			release(m)
 			continue
 		}
 		c.mu.Lock()
@@ -287,6 +295,7 @@ func (c *Client) readLoop() {
 		c.mu.Unlock()
 		if pc == nil {
 			c.stats.unknownXID.Add(1)
+			release(m)
 			continue
 		}
 		pc.done <- callResult{msg: m}

@@ -1047,6 +1047,50 @@ func (t *releaseTransport) Recv() (*Msg, error) {
 	return m, err
 }
 
+// TestClientReleasesReplies: the Client gives every reply back to its
+// transport once done with it, whatever became of it: results taken, an
+// error answer, or a late reply to an abandoned call. Each exactly once.
+func TestClientReleasesReplies(t *testing.T) {
+	checkLeaks(t)
+	a, b := memPair()
+	rt := &releaseTransport{memTransport: a, released: make(chan uint32, 8)}
+	h := newHarness(t, nil, rt, b)
+	next := func(what string) {
+		t.Helper()
+		select {
+		case <-rt.released:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: reply not released", what)
+		}
+	}
+	ctx := ctxTimeout(t, 5*time.Second)
+	rep, err := h.call(ctx, procEcho, Body{XDR: xdr.AppendOpaque(nil, []byte("kept"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("results")
+	d := NewBodyDecoder(rep.Results)
+	if p := d.DDPOpaque(16); string(p) != "kept" {
+		t.Fatalf("results after release: %q", p)
+	}
+	if _, err := h.call(ctx, 99, Body{}); err == nil {
+		t.Fatalf("unknown procedure: %v", err)
+	}
+	next("error answer")
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := h.call(short, procBlock, Body{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("abandoned call: %v", err)
+	}
+	close(h.st.release) // its reply now comes late
+	next("late reply")
+	select {
+	case xid := <-rt.released:
+		t.Fatalf("reply %#x released twice", xid)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
 // TestServerReleasesMessages: the Server gives a call's memory back after
 // the handler returned and the reply went out.
 func TestServerReleasesMessages(t *testing.T) {

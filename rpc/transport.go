@@ -18,9 +18,11 @@ type Msg struct {
 	// the call's handler has returned and its reply has been sent, so a
 	// handler must not keep Call.Args (or slices of it) after it returns;
 	// copy what it needs: the transport reuses that memory. The Client
-	// calls it once it has taken a reply's results; since those belong to
-	// the caller from then on, the transport may reuse the Msg itself but
-	// none of the memory its Body and Items point to.
+	// calls it once it is done with a reply: it has taken the results or
+	// the error, or dropped the message (late, unknown, not a reply).
+	// Results belong to the caller from then on, so the transport may
+	// reuse the Msg itself but none of the memory its Body and Items
+	// point to.
 	Release func()
 
 	// MaxReply is the largest reply the caller expects, in bytes, not
