@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/go-rpcrdma/rpcrdma/internal/trace/tracetest"
 	"math/bits"
 	"net"
 	"slices"
@@ -293,43 +294,11 @@ func liveExpect(t *testing.T, ev liveEvent, want map[string][]string) {
 	add("rpcordma.msg_type", proc)
 	r, _ := ev.get("rpcrdma")
 	rm := r.(map[string]any)
-	if reads, ok := rm["reads"].([]any); ok {
-		writes, _ := rm["writes"].([]any)
-		reply, _ := rm["reply"].([]any)
-		add("rpcordma.reads_count", len(reads))
-		add("rpcordma.writes_count", len(writes))
-		add("rpcordma.reply_count", map[bool]int{false: 0, true: 1}[rm["reply"] != nil])
-		seg := func(s any) {
-			m := s.(map[string]any)
-			add("rpcordma.rdma_handle", m["handle"])
-			add("rpcordma.rdma_length", m["length"])
-			add("rpcordma.rdma_offset", m["offset"])
-		}
-		for _, s := range reads {
-			add("rpcordma.position", s.(map[string]any)["position"])
-			seg(s)
-		}
-		for _, w := range writes {
-			add("rpcordma.segment_count", len(w.([]any)))
-			for _, s := range w.([]any) {
-				seg(s)
-			}
-		}
-		if rm["reply"] != nil {
-			add("rpcordma.segment_count", len(reply))
-			for _, s := range reply {
-				seg(s)
-			}
-		}
-	}
-	if e, ok := rm["err"].(map[string]any); ok {
-		add("rpcordma.errcode", map[string]int{"ERR_VERS": 1, "ERR_CHUNK": 2}[e["code"].(string)])
-		if e["low"] != nil {
-			add("rpcordma.vers_low", e["low"])
-			add("rpcordma.vers_high", e["high"])
-		}
-	}
+	tracetest.HeaderFields(rm, add, same, same)
 }
+
+// same returns v as it is.
+func same(v any) any { return v }
 
 // liveDir is one direction of a TCP connection: tshark's tcp.stream and
 // the source port.

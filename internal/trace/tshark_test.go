@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/go-rpcrdma/rpcrdma/internal/trace/tracetest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,42 +151,9 @@ func compareTshark(t *testing.T, path string, d *decoded) (headers, rpcs int) {
 			add("rpcordma.version", r["vers"])
 			add("rpcordma.flow_control", r["credits"])
 			add("rpcordma.msg_type", procNumber(t, r["proc"].(string)))
-			if reads, ok := r["reads"].([]any); ok {
-				writes := r["writes"].([]any)
-				reply, _ := r["reply"].([]any)
-				add("rpcordma.reads_count", len(reads))
-				add("rpcordma.writes_count", len(writes))
-				add("rpcordma.reply_count", map[bool]int{true: 1, false: 0}[r["reply"] != nil])
-				seg := func(s any) {
-					m := s.(map[string]any)
-					add("rpcordma.rdma_handle", hex32(m["handle"]))
-					add("rpcordma.rdma_length", m["length"])
-					add("rpcordma.rdma_offset", fmt.Sprintf("0x%016x", num(m["offset"])))
-				}
-				for _, s := range reads {
-					add("rpcordma.position", s.(map[string]any)["position"])
-					seg(s)
-				}
-				for _, w := range writes {
-					add("rpcordma.segment_count", len(w.([]any)))
-					for _, s := range w.([]any) {
-						seg(s)
-					}
-				}
-				if r["reply"] != nil {
-					add("rpcordma.segment_count", len(reply))
-					for _, s := range reply {
-						seg(s)
-					}
-				}
-			}
-			if e, ok := r["err"].(map[string]any); ok {
-				add("rpcordma.errcode", map[string]int{"ERR_VERS": 1, "ERR_CHUNK": 2}[e["code"].(string)])
-				if e["low"] != nil {
-					add("rpcordma.vers_low", e["low"])
-					add("rpcordma.vers_high", e["high"])
-				}
-			}
+			tracetest.HeaderFields(r, add,
+				func(v any) any { return hex32(v) },
+				func(v any) any { return fmt.Sprintf("0x%016x", num(v)) })
 			if _, ok := j["rpc"]; ok {
 				if reads, _ := r["reads"].([]any); len(reads) > 0 {
 					laterCalls = append(laterCalls, j)
