@@ -62,7 +62,8 @@ type Conn struct {
 	ops   map[uint64]func(rdma.Completion) // send-queue work in flight, by ID
 	opID  atomic.Uint64
 
-	incoming chan inbound // messages for Recv, filled by the loop
+	incoming chan inbound    // messages for Recv, filled by the loop
+	pulled   chan pulledCall // responder: calls whose data chunks have been pulled, for Recv
 
 	closeOnce sync.Once
 	done      chan struct{} // closed when the connection ends
@@ -279,6 +280,7 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 		c.readSlots <- struct{}{}
 	}
 	c.incoming = make(chan inbound, c.recvSlots+1)
+	c.pulled = make(chan pulledCall, c.recvSlots+1)
 	return nil
 }
 
@@ -483,8 +485,14 @@ func (c *Conn) post(ctx context.Context, wr *rdma.WorkRequest, done func(rdma.Co
 	c.opsMu.Unlock()
 	if err := c.rc.PostSend(wr); err != nil {
 		c.opsMu.Lock()
+		_, mine := c.ops[wr.ID]
 		delete(c.ops, wr.ID)
 		c.opsMu.Unlock()
+		if !mine {
+			// The connection ended meanwhile, and failOps has
+			// completed the request as flushed: done has the outcome.
+			return nil
+		}
 		c.sqSlots <- struct{}{}
 		if errors.Is(err, net.ErrClosed) {
 			return c.connErr(err)

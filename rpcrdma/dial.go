@@ -42,17 +42,24 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 
 // Recv returns the next message for the rpc layer: on a requester, the
 // next reply (or a *rpc.CallError failing one call); on a responder, the
-// next call, with its read chunks pulled. It implements rpc.Transport.
+// next call, with its read chunks pulled (calls whose chunks take longer to
+// pull may be overtaken by later ones). It implements rpc.Transport.
 func (c *Conn) Recv() (*rpc.Msg, error) {
 	for {
 		// Messages that arrived before the connection ended are
 		// delivered first.
 		var in inbound
+		var pc pulledCall
+		pulled := false
 		select {
 		case in = <-c.incoming:
+		case pc = <-c.pulled:
+			pulled = true
 		default:
 			select {
 			case in = <-c.incoming:
+			case pc = <-c.pulled:
+				pulled = true
 			case <-c.done:
 				select {
 				case in = <-c.incoming:
@@ -60,6 +67,14 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 					return nil, c.Err()
 				}
 			}
+		}
+		if pulled {
+			m, err := c.resp.finishCall(pc)
+			if err != nil {
+				c.fail(err)
+				return nil, c.Err()
+			}
+			return m, nil
 		}
 		if c.req != nil {
 			if in.err != nil {

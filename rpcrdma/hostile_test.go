@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,6 +158,8 @@ func TestResponderRejects(t *testing.T) {
 		{"empty-write-chunk", append(hdr(xid, 1, 1, 0, 0, 1, 0, 0, 0), call...), wire.ErrChunk, 1},
 		{"write-count-beyond-message", append(hdr(xid, 1, 1, 0, 0, 1, 0x7fffffff), call...), wire.ErrChunk, 1},
 		{"read-chunk-outside-call", append(hdr(xid, 1, 1, 0, 1, 4000, 0x100, 16, 0, 0, 0, 0, 0), call...), wire.ErrChunk, 1},
+		// A chunk that matches its length word, but is more than we take.
+		{"read-chunk-beyond-max", append(hdr(xid, 1, 1, 0, 1, uint32(len(call)+4), 0x100, maxChunk+4, 0, 0, 0, 0, 0), append(slices.Clip(call), hdr(maxChunk+4)...)...), wire.ErrChunk, 1},
 		{"msgp-disabled", hdr(xid, 1, 1, 2, 4, 1024, 0, 0, 0), wire.ErrChunk, 1},
 		{"rdma-done-ignored", hdr(xid, 1, 1, 3), 0, 0},
 		{"rdma-error-never-answered", hdr(xid, 1, 1, 4, 2), 0, 0},
@@ -374,9 +378,9 @@ type rawResponder struct {
 	cli  *rpc.Client // over conn
 }
 
-// newRawResponder connects a requester (with an rpc.Client) to a raw
-// responder. Both are closed at cleanup.
-func newRawResponder(t testing.TB) *rawResponder {
+// newRawResponder connects a requester configured by cfg (nil: defaults),
+// with an rpc.Client, to a raw responder. Both are closed at cleanup.
+func newRawResponder(t testing.TB, cfg *Config) *rawResponder {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -413,7 +417,7 @@ func newRawResponder(t testing.TB) *rawResponder {
 		r.rc = rc
 		accepted <- err
 	}()
-	conn, err := Dial(ctx, net, l.Addr().String(), nil)
+	conn, err := Dial(ctx, net, l.Addr().String(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +473,7 @@ func FuzzRequester(f *testing.F) {
 		if len(msg) > rawSize || len(msg) < 4 {
 			return
 		}
-		r := newRawResponder(t)
+		r := newRawResponder(t, nil)
 		result := make([]byte, 64)
 		done := make(chan error, 1)
 		go func() {
@@ -533,4 +537,40 @@ func FuzzRequester(f *testing.F) {
 			t.Fatalf("NULL after reply %x did not complete", m)
 		}
 	})
+}
+
+// TestReadReplyBeyondMax: a read-chunk reply larger than a requester takes
+// fails that call, without a transfer, and the connection carries on.
+func TestReadReplyBeyondMax(t *testing.T) {
+	r := newRawResponder(t, &Config{ReadChunkReplies: true})
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- r.cli.Null(ctx, testProg, testVers)
+	}()
+	call := r.receive(5 * time.Second)
+	if len(call) < 4 {
+		t.Fatal("no call arrived")
+	}
+	xid := binary.BigEndian.Uint32(call)
+	// RDMA_NOMSG, a position-zero read chunk of maxChunk+4 bytes.
+	if _, err := r.tryExchange(hdr(xid, 1, 8, 1, 1, 0, 0x100, maxChunk+4, 0, 0, 0, 0, 0), time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "more than") {
+			t.Fatalf("call ended with %v, want the reply refused as too large", err)
+		}
+		var ce *ConnError
+		if errors.As(err, &ce) {
+			t.Fatalf("call ended with connection error %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("call did not end")
+	}
+	if err := r.conn.Err(); err != nil {
+		t.Fatalf("connection ended: %v", err)
+	}
 }

@@ -392,6 +392,10 @@ func (r *requester) pullReply(in *inbound) {
 		r.finish(h.XID, nil, &replyError{xid: h.XID, why: "read chunks in a reply other than one position-zero chunk of RDMA_NOMSG"})
 		return
 	}
+	if n := chunks[0].Length(); n > maxChunk {
+		r.finish(h.XID, nil, &replyError{xid: h.XID, why: fmt.Sprintf("read-chunk reply of %d bytes, more than the %d this requester takes", n, maxChunk)})
+		return
+	}
 	bufs, err := c.pull(chunks, false)
 	if err != nil {
 		r.finish(h.XID, nil, &replyError{xid: h.XID, why: "pulling the read-chunk reply", err: err})

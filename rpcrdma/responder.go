@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -239,10 +240,14 @@ func (r *responder) sendError(xid uint32, vers wire.Version, code wire.ErrorCode
 	}()
 }
 
-// recvCall turns a validated call into the rpc.Msg Recv returns, pulling
-// its read chunks. A call whose chunks do not fit together is answered
-// with ERR_CHUNK and reported with ok false; err is a connection failure.
-// The Msg's Release gives in.im back.
+// recvCall turns a validated call into the rpc.Msg Recv returns. A call
+// without data chunks comes back at once, a long call's position-zero
+// chunk pulled first. A call with data chunks comes back with ok false:
+// its Reads are posted, and once they complete the loop passes it to Recv
+// through c.pulled (finishCall), so the Reads of several calls are in
+// flight together. A call whose chunks do not fit is answered with
+// ERR_CHUNK and reported with ok false; err is a connection failure. The
+// Msg's Release gives in.im back.
 func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	c := r.c
 	h := &in.hdr
@@ -254,6 +259,11 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	var chunks []wire.ReadChunk
 	if len(h.Chunks.Reads) > 0 {
 		chunks = h.Chunks.Reads.Chunks(nil)
+	}
+	for _, ch := range chunks {
+		if n := ch.Length(); n > maxChunk {
+			return r.refuse(im, fmt.Sprintf("read chunk at position %d holds %d bytes, more than the %d this responder takes", ch.Position, n, maxChunk))
+		}
 	}
 	m = &im.msg
 	m.XDR = in.payload
@@ -277,6 +287,9 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		chunks = chunks[1:]
 		c.stats.LongCalls.Add(1)
 	}
+	if xid, _, ok := rpc.PeekHeader(m.XDR); !ok || xid != h.XID {
+		return r.refuse(im, "RPC call does not carry the transport header's XID")
+	}
 	// Check every data chunk against the length word it replaces before
 	// any RDMA Read: a chunk that does not fit costs the requester an
 	// ERR_CHUNK, not us a transfer.
@@ -295,19 +308,52 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		m.Items = append(m.Items, rpc.DDPItem{Offset: off, Data: nil})
 		shift += xdr.RoundUp(n)
 	}
-	bufs, err := c.pull(chunks, true)
-	if err != nil {
-		im.free()
-		return nil, false, err
+	if len(chunks) == 0 {
+		r.addPending(ic)
+		return m, true, nil
 	}
-	im.bufs = append(im.bufs, bufs...)
+	c.startPull(chunks, true, func(bufs [][]byte, err error) {
+		select {
+		case c.pulled <- pulledCall{im: im, bufs: bufs, err: err}:
+		default:
+			// More calls than receive slots are being pulled: the
+			// peer overran its credits, and the connection is ending.
+			for _, b := range bufs {
+				putBuf(b)
+			}
+			c.stats.Dropped.Add(1)
+		}
+	})
+	return nil, false, nil
+}
+
+// A pulledCall is a call whose data chunks have been pulled (or failed to
+// be), on its way from the loop to Recv.
+type pulledCall struct {
+	im   *inMsg
+	bufs [][]byte
+	err  error
+}
+
+// finishCall completes a call recvCall left pulling its data chunks.
+func (r *responder) finishCall(pc pulledCall) (*rpc.Msg, error) {
+	im := pc.im
+	if pc.err != nil {
+		im.free()
+		return nil, pc.err
+	}
+	im.bufs = append(im.bufs, pc.bufs...)
+	m := &im.msg
 	for i := range m.Items {
 		n := binary.BigEndian.Uint32(m.XDR[m.Items[i].Offset-4:])
-		m.Items[i].Data = bufs[i][:n]
+		m.Items[i].Data = pc.bufs[i][:n]
 	}
-	if xid, _, ok := rpc.PeekHeader(m.XDR); !ok || xid != h.XID {
-		return r.refuse(im, "RPC call does not carry the transport header's XID")
-	}
+	r.addPending(&im.ic)
+	return m, nil
+}
+
+// addPending records ic as received and not yet answered.
+func (r *responder) addPending(ic *inCall) {
 	r.mu.Lock()
 	if first := r.pending[ic.xid]; first != nil {
 		last := first
@@ -319,7 +365,6 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		r.pending[ic.xid] = ic
 	}
 	r.mu.Unlock()
-	return m, true, nil
 }
 
 // refuse answers a call with ERR_CHUNK from Recv and gives im back.
@@ -363,47 +408,94 @@ func soleSTag(cl *wire.ChunkLists) rdma.STag {
 }
 
 // pull reads every chunk into memory of its own, all Reads in flight at
-// once up to the ORD, and returns the chunks' contents.
-// With pooled, the buffers come from getBuf and are the caller's to give
-// back with putBuf; on error pull gives them back itself.
-func (c *Conn) pull(chunks []wire.ReadChunk, pooled bool) (bufs [][]byte, err error) {
-	if len(chunks) == 0 {
-		return nil, nil
+// once up to the ORD, and returns the chunks' contents. With pooled, the
+// buffers come from getBuf and are the caller's to give back with putBuf;
+// on error pull gives them back itself.
+func (c *Conn) pull(chunks []wire.ReadChunk, pooled bool) ([][]byte, error) {
+	type result struct {
+		bufs [][]byte
+		err  error
 	}
-	maxMsg := max(c.rc.Limits().MaxMessageSize, 4096)
-	bufs = make([][]byte, len(chunks))
-	if pooled {
-		defer func() {
-			if err != nil {
-				for _, b := range bufs {
-					if b != nil {
-						putBuf(b)
-					}
+	ch := make(chan result, 1)
+	c.startPull(chunks, pooled, func(bufs [][]byte, err error) { ch <- result{bufs, err} })
+	r := <-ch
+	return r.bufs, r.err
+}
+
+// A pulling is one startPull in progress.
+type pulling struct {
+	c      *Conn
+	pooled bool
+	bufs   [][]byte
+	mrs    []rdma.MR
+	// left counts the Reads posted and not completed, plus one while
+	// startPull is still posting; whoever takes it to zero finishes.
+	left atomic.Int32
+	mu   sync.Mutex
+	err  error
+	done func(bufs [][]byte, err error)
+}
+
+func (p *pulling) setErr(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.mu.Unlock()
+}
+
+// put drops one count of p.left, finishing the pull at zero: the sinks are
+// deregistered (every Read has completed, so nothing is placed into them
+// any more) and done hears the outcome.
+func (p *pulling) put() {
+	if p.left.Add(-1) != 0 {
+		return
+	}
+	p.c.releaseAll(p.mrs)
+	p.mu.Lock()
+	err := p.err
+	p.mu.Unlock()
+	if err != nil {
+		if p.pooled {
+			for _, b := range p.bufs {
+				if b != nil {
+					putBuf(b)
 				}
 			}
-		}()
+		}
+		p.done(nil, err)
+		return
 	}
-	mrs := make([]rdma.MR, 0, len(chunks))
-	defer func() { c.releaseAll(mrs) }()
-	var wg sync.WaitGroup
-	var errMu sync.Mutex
-	var firstErr error
+	p.done(p.bufs, nil)
+}
+
+// startPull posts the RDMA Reads that pull every chunk into memory of its
+// own, as many in flight as the ORD allows; it waits only for Read slots.
+// Once every Read has completed, done runs with the chunks' contents, or
+// with a connection error (its buffers then given back): on the loop
+// goroutine when the last Read completes there, so done must not block,
+// or on the caller's when posting failed after no Read was posted. With
+// pooled, the buffers come from getBuf and become done's to give back with
+// putBuf. The caller has checked each chunk against maxChunk.
+func (c *Conn) startPull(chunks []wire.ReadChunk, pooled bool, done func(bufs [][]byte, err error)) {
+	p := &pulling{c: c, pooled: pooled, bufs: make([][]byte, len(chunks)), mrs: make([]rdma.MR, 0, len(chunks)), done: done}
+	p.left.Store(1)
+	defer p.put()
+	maxMsg := max(c.rc.Limits().MaxMessageSize, 4096)
 	ctx := context.Background()
 	for i, ch := range chunks {
 		n := ch.Length()
-		if n > uint64(maxChunk) {
-			return nil, fmt.Errorf("rpcrdma: read chunk of %d bytes exceeds %d", n, maxChunk)
-		}
 		if pooled {
-			bufs[i] = getBuf(int(n))
+			p.bufs[i] = getBuf(int(n))
 		} else {
-			bufs[i] = make([]byte, n)
+			p.bufs[i] = make([]byte, n)
 		}
-		mr, err := c.register(bufs[i], rdma.AccessLocalWrite)
+		mr, err := c.register(p.bufs[i], rdma.AccessLocalWrite)
 		if err != nil {
-			return nil, fmt.Errorf("rpcrdma: registering read sink: %w", err)
+			p.setErr(fmt.Errorf("rpcrdma: registering read sink: %w", err))
+			return
 		}
-		mrs = append(mrs, mr)
+		p.mrs = append(p.mrs, mr)
 		off := 0
 		for _, seg := range ch.Segments {
 			for done := 0; done < int(seg.Length); {
@@ -411,8 +503,8 @@ func (c *Conn) pull(chunks []wire.ReadChunk, pooled bool) (bufs [][]byte, err er
 				select {
 				case <-c.readSlots:
 				case <-c.done:
-					wg.Wait()
-					return nil, c.Err()
+					p.setErr(c.Err())
+					return
 				}
 				wr := &rdma.WorkRequest{
 					Op:         rdma.OpRead,
@@ -420,23 +512,19 @@ func (c *Conn) pull(chunks []wire.ReadChunk, pooled bool) (bufs [][]byte, err er
 					RemoteSTag: rdma.STag(seg.Handle),
 					RemoteTO:   seg.Offset + uint64(done),
 				}
-				wg.Add(1)
+				p.left.Add(1)
 				err := c.post(ctx, wr, func(comp rdma.Completion) {
 					c.readSlots <- struct{}{}
 					if err := c.compErr(comp, "RDMA Read"); err != nil {
-						errMu.Lock()
-						if firstErr == nil {
-							firstErr = err
-						}
-						errMu.Unlock()
+						p.setErr(err)
 					}
-					wg.Done()
+					p.put()
 				})
 				if err != nil {
 					c.readSlots <- struct{}{}
-					wg.Done()
-					wg.Wait()
-					return nil, err
+					p.setErr(err)
+					p.left.Add(-1)
+					return
 				}
 				off += k
 				done += k
@@ -445,11 +533,6 @@ func (c *Conn) pull(chunks []wire.ReadChunk, pooled bool) (bufs [][]byte, err er
 		c.stats.ReadChunks.Add(1)
 		c.stats.ReadChunkBytes.Add(n)
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	return bufs, nil
 }
 
 // maxChunk bounds the memory one read chunk can make the responder
