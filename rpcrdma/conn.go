@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
@@ -58,9 +59,10 @@ type Conn struct {
 	sqSlots   chan struct{} // one token per free send-queue entry
 	readSlots chan struct{} // one token per RDMA Read we may have outstanding (ORD)
 
-	opsMu sync.Mutex
-	ops   map[uint64]func(rdma.Completion) // send-queue work in flight, by ID
-	opID  atomic.Uint64
+	opsMu   sync.Mutex
+	ops     map[uint64]func(rdma.Completion) // send-queue work in flight, by ID
+	opsIdle chan struct{}                    // closed when ops empties, for drain; nil when no one waits
+	opID    atomic.Uint64
 
 	incoming chan inbound    // messages for Recv, filled by the loop
 	pulled   chan pulledCall // responder: calls whose data chunks have been pulled, for Recv
@@ -392,6 +394,10 @@ func (c *Conn) onSendQueue(comp rdma.Completion) {
 	c.opsMu.Lock()
 	done := c.ops[comp.ID]
 	delete(c.ops, comp.ID)
+	if len(c.ops) == 0 && c.opsIdle != nil {
+		close(c.opsIdle)
+		c.opsIdle = nil
+	}
 	c.opsMu.Unlock()
 	c.sqSlots <- struct{}{}
 	if done != nil {
@@ -601,13 +607,40 @@ func (c *Conn) Err() error {
 	return c.err
 }
 
+// closeDrain bounds how long Close waits for posted work to complete.
+const closeDrain = time.Second
+
+// drain waits, for up to d, until no send-queue work is outstanding or
+// the connection has ended.
+func (c *Conn) drain(d time.Duration) {
+	c.opsMu.Lock()
+	if len(c.ops) == 0 {
+		c.opsMu.Unlock()
+		return
+	}
+	if c.opsIdle == nil {
+		c.opsIdle = make(chan struct{})
+	}
+	idle := c.opsIdle
+	c.opsMu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-c.done:
+	case <-t.C:
+	}
+}
+
 // Done is closed when the connection ends.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
-// Close ends the connection. Calls outstanding on a requester fail with a
-// connection error; Recv returns. It waits for the loop to exit and is
-// idempotent.
+// Close ends the connection. Messages already posted (a reply the
+// rpc.Server has sent, say) go out first, for up to closeDrain. Calls
+// outstanding on a requester then fail with a connection error; Recv
+// returns. It waits for the loop to exit and is idempotent.
 func (c *Conn) Close() error {
+	c.drain(closeDrain)
 	c.fail(rdma.ErrClosed)
 	<-c.loopDone
 	return nil

@@ -649,10 +649,11 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	if neg.peerInvalidates && !c.cfg.NoRemoteInvalidation {
 		inv = ic.inv
 	}
-	// Waiting for the Send's completion also waits for the Writes before
-	// it (completions return in posting order), so the caller's memory
-	// is free when Send returns.
-	err := c.sendMsg(ctx, h, pieces, inv, true)
+	// With RDMA Writes, waiting for the Send's completion also waits for
+	// the Writes before it (completions return in posting order), so the
+	// caller's memory is free when Send returns. An inline reply is
+	// copied into the send buffer: there is nothing to wait for.
+	err := c.sendMsg(ctx, h, pieces, inv, len(writes) > 0)
 	if err == nil {
 		c.stats.RepliesSent.Add(1)
 	}
