@@ -99,7 +99,8 @@ type callResult struct {
 }
 
 // NewClient returns a Client making calls over t, and starts the goroutine
-// that receives t's messages; Close stops it. The Client owns t from then
+// that receives t's messages (or, if t is a Pusher, has t deliver them);
+// Close stops it. The Client owns t from then
 // on. If t implements CallCanceler, abandoned calls are reported to it.
 func NewClient(t Transport) *Client {
 	c := &Client{
@@ -109,7 +110,11 @@ func NewClient(t Transport) *Client {
 		readerDone: make(chan struct{}),
 	}
 	c.canceler, _ = t.(CallCanceler)
-	go c.readLoop()
+	if p, ok := t.(Pusher); ok {
+		p.Push(func(m *Msg, err error) { c.deliver(m, err) })
+	} else {
+		go c.readLoop()
+	}
 	return c
 }
 
@@ -258,48 +263,59 @@ func release(m *Msg) {
 
 // readLoop receives every message of the transport until it fails.
 func (c *Client) readLoop() {
-	defer close(c.readerDone)
 	for {
 		m, err := c.t.Recv()
-		if ce, ok := errors.AsType[*CallError](err); ok {
-			// The transport failed one call; the connection carries on.
-			c.mu.Lock()
-			pc := c.pending[ce.XID]
-			delete(c.pending, ce.XID)
-			c.mu.Unlock()
-			if pc == nil {
-				c.stats.unknownXID.Add(1)
-				continue
-			}
-			pc.done <- callResult{err: ce.Err}
-			continue
-		}
-		if err != nil {
-			c.fail(connError(err))
+		if !c.deliver(m, err) {
 			return
 		}
-		xid, mt, ok := PeekHeader(m.XDR)
-		switch {
-		case !ok:
-			c.stats.short.Add(1)
-			release(m)
-			continue
-		case mt != MsgReply:
-			c.stats.notReply.Add(1)
-			release(m)
-			continue
-		}
+	}
+}
+
+// deliver completes the call a received message answers, or fails one
+// call (a *CallError) or all of them (any other error, which ends the
+// Client's reading: deliver then returns false). It never blocks: it runs
+// in readLoop or on a Pusher's goroutine.
+func (c *Client) deliver(m *Msg, err error) bool {
+	if ce, ok := errors.AsType[*CallError](err); ok {
+		// The transport failed one call; the connection carries on.
 		c.mu.Lock()
-		pc := c.pending[xid]
-		delete(c.pending, xid)
+		pc := c.pending[ce.XID]
+		delete(c.pending, ce.XID)
 		c.mu.Unlock()
 		if pc == nil {
 			c.stats.unknownXID.Add(1)
-			release(m)
-			continue
+			return true
 		}
-		pc.done <- callResult{msg: m}
+		pc.done <- callResult{err: ce.Err}
+		return true
 	}
+	if err != nil {
+		c.fail(connError(err))
+		close(c.readerDone)
+		return false
+	}
+	xid, mt, ok := PeekHeader(m.XDR)
+	switch {
+	case !ok:
+		c.stats.short.Add(1)
+		release(m)
+		return true
+	case mt != MsgReply:
+		c.stats.notReply.Add(1)
+		release(m)
+		return true
+	}
+	c.mu.Lock()
+	pc := c.pending[xid]
+	delete(c.pending, xid)
+	c.mu.Unlock()
+	if pc == nil {
+		c.stats.unknownXID.Add(1)
+		release(m)
+		return true
+	}
+	pc.done <- callResult{msg: m}
+	return true
 }
 
 // fail records err as the Client's connection error, unless one is

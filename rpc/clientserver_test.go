@@ -1201,3 +1201,68 @@ func TestServerWorkers(t *testing.T) {
 		t.Errorf("%d workers still running after Serve returned", n)
 	}
 }
+
+// pushTransport is a memTransport that delivers through Pusher: a goroutine
+// of its own reads and calls deliver, and Recv must not be called.
+type pushTransport struct {
+	*memTransport
+	t      *testing.T
+	pushed atomic.Int32
+	ended  chan struct{}
+}
+
+func (p *pushTransport) Recv() (*Msg, error) {
+	p.t.Error("Recv called on a Pusher the Client pushed")
+	return nil, &ConnError{Err: net.ErrClosed}
+}
+
+func (p *pushTransport) Push(deliver func(*Msg, error)) {
+	if p.pushed.Add(1) != 1 {
+		p.t.Error("Push called twice")
+	}
+	go func() {
+		defer close(p.ended)
+		for {
+			m, err := p.memTransport.Recv()
+			deliver(m, err)
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// TestClientOverPusher: a Client on a Pusher transport gets its replies
+// through deliver, and the transport's end fails calls and lets Close
+// return.
+func TestClientOverPusher(t *testing.T) {
+	checkLeaks(t)
+	a, b := memPair()
+	pa := &pushTransport{memTransport: a, t: t, ended: make(chan struct{})}
+	h := newHarness(t, nil, pa, b)
+	ctx := ctxTimeout(t, 10*time.Second)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if err := h.cli.Null(ctx, testProg, 1); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if pa.pushed.Load() != 1 {
+		t.Fatalf("Push called %d times", pa.pushed.Load())
+	}
+	b.Close() // the transport ends: the final error reaches the Client
+	<-pa.ended
+	if err := h.cli.Null(ctx, testProg, 1); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("call after the transport ended: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { h.cli.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return after the transport ended")
+	}
+}

@@ -55,6 +55,21 @@ type Transport interface {
 	Close() error
 }
 
+// Pusher is implemented by transports that can hand over what Recv would
+// return by calling a function on their own goroutine, which saves a
+// goroutine hand-off per message: the Client uses it instead of a
+// goroutine blocked in Recv.
+//
+// After Push(deliver), the transport calls deliver for every message and
+// error Recv would have returned, in the same order, one call at a time,
+// beginning with any it had queued for Recv; the last call carries the
+// error that ends the transport (not a *CallError), and none follows it.
+// Recv must not be called any more. deliver must not block: the
+// transport's receive path waits for it. Push is called at most once.
+type Pusher interface {
+	Push(deliver func(*Msg, error))
+}
+
 // CallCanceler is implemented by transports that hold resources for a call
 // until its reply arrives, such as RPC-over-RDMA memory registrations for
 // its chunks. The Client calls CancelCall when it abandons a call it sent

@@ -3,7 +3,9 @@ package rpcrdma
 import (
 	"context"
 	"net"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 )
@@ -46,11 +48,18 @@ func BenchmarkPaths(b *testing.B) {
 		cli := clients[tr]
 		b.Run("NULL/"+tr, func(b *testing.B) {
 			b.ReportAllocs()
+			lat := make([]time.Duration, 0, 1<<16)
 			for b.Loop() {
+				start := time.Now()
 				if err := cli.Null(context.Background(), testProg, testVers); err != nil {
 					b.Fatal(err)
 				}
+				if len(lat) < cap(lat) {
+					lat = append(lat, time.Since(start))
+				}
 			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 		})
 		b.Run("NULL-64-outstanding/"+tr, func(b *testing.B) {
 			b.ReportAllocs()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
 )
 
@@ -64,8 +65,16 @@ type Conn struct {
 	opsIdle chan struct{}                    // closed when ops empties, for drain; nil when no one waits
 	opID    atomic.Uint64
 
-	incoming chan inbound    // messages for Recv, filled by the loop
-	pulled   chan pulledCall // responder: calls whose data chunks have been pulled, for Recv
+	incoming chan inbound // messages for Recv, filled by the loop
+
+	// A requester's messages go to push instead, once rpc.Pusher's Push
+	// has set it (dial.go); pushEnded is set once the loop has ended and
+	// push has had the final error.
+	pushMu    sync.Mutex
+	push      func(*rpc.Msg, error)
+	pushEnded bool
+
+	pulled chan pulledCall // responder: calls whose data chunks have been pulled, for Recv
 
 	closeOnce sync.Once
 	done      chan struct{} // closed when the connection ends
@@ -384,6 +393,7 @@ func (c *Conn) loop() {
 				}
 			}
 			c.failOps()
+			c.endPush()
 			return
 		}
 	}
@@ -465,6 +475,14 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 // full channel means Recv is not being called; the message is then dropped
 // rather than stalling the loop.
 func (c *Conn) deliver(in inbound) bool {
+	if c.req != nil {
+		c.pushMu.Lock()
+		defer c.pushMu.Unlock()
+		if c.push != nil {
+			c.push(c.replyOf(in))
+			return true
+		}
+	}
 	select {
 	case c.incoming <- in:
 		return true

@@ -77,17 +77,7 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 			return m, nil
 		}
 		if c.req != nil {
-			if in.err != nil {
-				return nil, &rpc.CallError{XID: in.hdr.XID, Err: in.err}
-			}
-			p := getReplyMsg()
-			p.m = rpc.Msg{Body: rpc.Body{XDR: in.payload}, Release: p.put}
-			for i, wc := range in.hdr.Chunks.Writes {
-				if n := wc.Length(); n > 0 {
-					p.m.Items = append(p.m.Items, rpc.DDPItem{Offset: rpc.Unplaced, Data: in.writes[i][:n]})
-				}
-			}
-			return &p.m, nil
+			return c.replyOf(in)
 		}
 		m, ok, err := c.resp.recvCall(&in)
 		if err != nil {
@@ -105,6 +95,70 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 			continue
 		}
 		return m, nil
+	}
+}
+
+// replyOf turns what the requester received into what Recv returns.
+func (c *Conn) replyOf(in inbound) (*rpc.Msg, error) {
+	if in.err != nil {
+		return nil, &rpc.CallError{XID: in.hdr.XID, Err: in.err}
+	}
+	p := getReplyMsg()
+	p.m = rpc.Msg{Body: rpc.Body{XDR: in.payload}, Release: p.put}
+	for i, wc := range in.hdr.Chunks.Writes {
+		if n := wc.Length(); n > 0 {
+			p.m.Items = append(p.m.Items, rpc.DDPItem{Offset: rpc.Unplaced, Data: in.writes[i][:n]})
+		}
+	}
+	return &p.m, nil
+}
+
+// Push implements rpc.Pusher: a requester hands each reply to deliver on
+// the goroutine that received it (the rpc.Client uses it, and so needs no
+// goroutine of its own blocked in Recv). On a responder, a goroutine calls
+// Recv and hands on what it returns.
+func (c *Conn) Push(deliver func(*rpc.Msg, error)) {
+	if c.req == nil {
+		go func() {
+			for {
+				m, err := c.Recv()
+				deliver(m, err)
+				if err != nil {
+					if _, ok := errors.AsType[*rpc.CallError](err); !ok {
+						return
+					}
+				}
+			}
+		}()
+		return
+	}
+	c.pushMu.Lock()
+	defer c.pushMu.Unlock()
+	for {
+		select {
+		case in := <-c.incoming:
+			deliver(c.replyOf(in))
+			continue
+		default:
+		}
+		break
+	}
+	if c.pushEnded {
+		deliver(nil, c.Err())
+		return
+	}
+	c.push = deliver
+}
+
+// endPush gives a pushing requester the error that ended the connection,
+// once the loop has delivered everything before it.
+func (c *Conn) endPush() {
+	c.pushMu.Lock()
+	defer c.pushMu.Unlock()
+	c.pushEnded = true
+	if c.push != nil {
+		c.push(nil, c.Err())
+		c.push = nil
 	}
 }
 
