@@ -49,6 +49,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", "bench [flags]", stderr)
 	connect := fs.String("connect", "", "benchmark the server at HOST:PORT (rpcrdma serve) instead of an in-process one; runs the rdma cases only")
 	duration := fs.Duration("duration", 1500*time.Millisecond, "measuring time per case")
+	rounds := fs.Int("rounds", 3, "measure the suite this many times over, each case for duration/rounds per round, and report each case over all its rounds")
 	jsonOut := fs.Bool("json", false, "print one JSON object with a results array instead of a table")
 	var tf transportFlags
 	tf.register(fs, false)
@@ -61,6 +62,11 @@ path (inline, read chunk, write chunk, reply chunk, long call), with one
 and with many calls outstanding. In the same run it measures the
 baselines: raw TCP ping-pong and bulk transfer (transport "rawtcp"), and
 ONC RPC over TCP record marking with the same program (transport "tcp").
+
+The cases take turns: the suite runs --rounds times, each case for a
+slice of --duration per round, so that a baseline and the case compared
+with it are measured over the same stretch of time, under the same load
+from the rest of the machine.
 
 Per case: operations per second, MB/s of payload, p50 and p99 latency,
 and heap allocations per operation (client and in-process server
@@ -80,6 +86,9 @@ flags:
 	}
 	if *duration <= 0 {
 		return fmt.Errorf("--duration %v: want a positive duration", *duration)
+	}
+	if *rounds < 1 || *rounds > 100 {
+		return fmt.Errorf("--rounds %d: want 1 to 100", *rounds)
 	}
 
 	var cases []benchCase
@@ -118,16 +127,27 @@ flags:
 	cases = append(cases, rc...)
 
 	progress := !*jsonOut && isTerminal(stderr)
+	samples := make([][]caseSample, len(cases))
+	slice := *duration / time.Duration(*rounds)
+	for round := range *rounds {
+		for i, c := range cases {
+			if progress {
+				fmt.Fprintf(stderr, "\r\033[K[round %d/%d, %d/%d] %s %s %d x%d ...", round+1, *rounds, i+1, len(cases), c.transport, c.op, c.size, c.outstanding)
+			}
+			smp, err := measure(c, slice)
+			if err != nil {
+				if progress {
+					fmt.Fprintln(stderr)
+				}
+				return fmt.Errorf("%s %s %d bytes, %d outstanding: %w", c.transport, c.op, c.size, c.outstanding, err)
+			}
+			samples[i] = append(samples[i], smp)
+		}
+	}
 	var results []benchResult
 	for i, c := range cases {
-		if progress {
-			fmt.Fprintf(stderr, "\r\033[K[%d/%d] %s %s %d x%d ...", i+1, len(cases), c.transport, c.op, c.size, c.outstanding)
-		}
-		r, err := runCase(c, *duration)
+		r, err := summarize(c, samples[i])
 		if err != nil {
-			if progress {
-				fmt.Fprintln(stderr)
-			}
 			return fmt.Errorf("%s %s %d bytes, %d outstanding: %w", c.transport, c.op, c.size, c.outstanding, err)
 		}
 		results = append(results, r)
@@ -155,11 +175,19 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// runCase measures one case for d after a short warm-up.
-func runCase(c benchCase, d time.Duration) (benchResult, error) {
+// caseSample is one round of a case: every operation's latency, the time
+// the round took and the heap allocations made in it.
+type caseSample struct {
+	lat     []time.Duration
+	elapsed time.Duration
+	mallocs uint64
+}
+
+// measure runs one round of a case for d after a short warm-up.
+func measure(c benchCase, d time.Duration) (caseSample, error) {
 	op, cleanup, err := c.setup()
 	if err != nil {
-		return benchResult{}, err
+		return caseSample{}, err
 	}
 	defer cleanup()
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
@@ -168,7 +196,7 @@ func runCase(c benchCase, d time.Duration) (benchResult, error) {
 	for w := 0; w < c.outstanding; w++ {
 		for range 3 {
 			if err := op(ctx, w); err != nil {
-				return benchResult{}, err
+				return caseSample{}, err
 			}
 		}
 	}
@@ -204,11 +232,24 @@ func runCase(c benchCase, d time.Duration) (benchResult, error) {
 	elapsed := time.Since(start)
 	runtime.ReadMemStats(&ms1)
 	if err := errors.Join(errs...); err != nil {
-		return benchResult{}, err
+		return caseSample{}, err
 	}
-	var all []time.Duration
+	smp := caseSample{elapsed: elapsed, mallocs: ms1.Mallocs - ms0.Mallocs}
 	for _, l := range lat {
-		all = append(all, l...)
+		smp.lat = append(smp.lat, l...)
+	}
+	return smp, nil
+}
+
+// summarize reports a case over all its rounds.
+func summarize(c benchCase, samples []caseSample) (benchResult, error) {
+	var all []time.Duration
+	var elapsed time.Duration
+	var mallocs uint64
+	for _, s := range samples {
+		all = append(all, s.lat...)
+		elapsed += s.elapsed
+		mallocs += s.mallocs
 	}
 	if len(all) == 0 {
 		return benchResult{}, errors.New("no operation completed")
@@ -220,7 +261,7 @@ func runCase(c benchCase, d time.Duration) (benchResult, error) {
 		OpsPerSec:   float64(n) / elapsed.Seconds(),
 		P50us:       float64(all[n/2].Nanoseconds()) / 1e3,
 		P99us:       float64(all[min(n-1, n*99/100)].Nanoseconds()) / 1e3,
-		AllocsPerOp: float64(ms1.Mallocs-ms0.Mallocs) / float64(n),
+		AllocsPerOp: float64(mallocs) / float64(n),
 	}
 	r.MBPerSec = r.OpsPerSec * float64(c.size) / 1e6
 	return r, nil

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -150,6 +151,9 @@ func TestHelp(t *testing.T) {
 	if _, _, code := rpcrdmaCmd(t, 10*time.Second, "ping", "--bogus"); code != 2 {
 		t.Errorf("bad flag: exit %d", code)
 	}
+	if _, errOut, code := rpcrdmaCmd(t, 10*time.Second, "bench", "--rounds", "0"); code == 0 || !strings.Contains(errOut, "--rounds 0") {
+		t.Errorf("bench --rounds 0: exit %d\n%s", code, errOut)
+	}
 }
 
 func TestServePing(t *testing.T) {
@@ -251,15 +255,22 @@ func checkBench(t *testing.T, out string, wantTransports ...string) benchOutput 
 }
 
 func TestBenchJSON(t *testing.T) {
-	out, errOut, code := rpcrdmaCmd(t, 120*time.Second, "bench", "--duration", "50ms", "--json")
+	out, errOut, code := rpcrdmaCmd(t, 120*time.Second, "bench", "--duration", "60ms", "--rounds", "2", "--json")
 	if code != 0 {
 		t.Fatalf("bench: exit %d\n%s", code, errOut)
 	}
 	b := checkBench(t, out, "rawtcp", "tcp", "rdma")
 	ops := map[string]bool{}
+	cases := map[string]int{}
 	for _, r := range b.Results {
 		if r.Transport == "rdma" {
 			ops[r.Op] = true
+		}
+		cases[fmt.Sprintf("%s %s %d x%d", r.Transport, r.Op, r.Size, r.Outstanding)]++
+	}
+	for c, n := range cases {
+		if n != 1 {
+			t.Errorf("case %s reported %d times, want once over both rounds", c, n)
 		}
 	}
 	for _, op := range []string{"NULL", "WRITE", "READ", "LIST", "ECHO"} {
