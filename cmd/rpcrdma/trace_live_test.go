@@ -41,13 +41,16 @@ import (
 // trace decodes (Version Two headers, RFC 8797 private data), its results
 // are checked against the run itself: the bench's own call counts, and the
 // private data bytes tshark shows raw.
+// liveRounds is how many rounds TestTraceLive's bench runs.
+const liveRounds = 2
+
 func TestTraceLive(t *testing.T) {
 	s := startServe(t)
 	_, portText, _ := net.SplitHostPort(s.addr)
 	port, _ := strconv.Atoi(portText)
 	c := capture.Start(t, port)
 
-	out, errOut, code := rpcrdmaCmd(t, 120*time.Second, "bench", "--connect", s.addr, "--duration", "50ms", "--rpcrdma-version", "2", "--json")
+	out, errOut, code := rpcrdmaCmd(t, 120*time.Second, "bench", "--connect", s.addr, "--duration", "60ms", "--rounds", strconv.Itoa(liveRounds), "--rpcrdma-version", "2", "--json")
 	if code != 0 {
 		t.Fatalf("bench: exit %d\n%s", code, errOut)
 	}
@@ -647,14 +650,14 @@ func liveCheckV2(t *testing.T, events []liveEvent, ts []map[string]string, strea
 		}
 	}
 	// Every call the bench made: its measured operations and a warm-up of
-	// 3 per worker.
+	// 3 per worker in each round.
 	want := map[uint64]int{}
 	for _, r := range bench.Results {
 		p := slices.IndexFunc([]string{"NULL", "WRITE", "READ", "LIST", "ECHO"}, func(s string) bool { return s == r.Op })
 		if p < 0 || benchprog.ProcName(uint32(p)) != r.Op {
 			t.Fatalf("bench op %q", r.Op)
 		}
-		want[uint64(p)] += r.Ops + 3*r.Outstanding
+		want[uint64(p)] += r.Ops + 3*r.Outstanding*liveRounds
 	}
 	for p, n := range want {
 		if calls[p] != n {
