@@ -25,6 +25,9 @@ const (
 	// DefaultDoneTimeout bounds how long a responder keeps a read-chunk
 	// reply registered while waiting for RDMA_DONE.
 	DefaultDoneTimeout = 10 * time.Second
+	// DefaultAbandonTimeout bounds how long a requester waits for the
+	// reply to a call its caller gave up on before ending the connection.
+	DefaultAbandonTimeout = time.Minute
 )
 
 // Config configures one side of an RPC-over-RDMA connection. The zero value
@@ -85,6 +88,17 @@ type Config struct {
 	// registered waiting for RDMA_DONE; default DefaultDoneTimeout.
 	DoneTimeout time.Duration
 
+	// AbandonTimeout is how long a requester waits for the reply to a
+	// call whose caller gave up (its context ended). The call's credit
+	// may not be reused before that reply arrives, since the responder
+	// still counts it; a responder that never answers would take it for
+	// good, and the connection would stall once every credit went that
+	// way. After AbandonTimeout the requester ends the connection
+	// instead, as Linux's client disconnects when a call times out; its
+	// calls fail with a *ConnError. Default DefaultAbandonTimeout;
+	// negative: wait for ever.
+	AbandonTimeout time.Duration
+
 	// Limits bounds what a peer's transport headers may contain; zero
 	// fields take wire's defaults. MaxHeaderSize is always set from the
 	// negotiated inline size.
@@ -132,6 +146,17 @@ func (c *Config) ddpThreshold() int {
 		return DefaultDDPThreshold
 	}
 	return max(c.DDPThreshold, 0)
+}
+
+// abandonTimeout is AbandonTimeout with its default; 0 means never.
+func (c *Config) abandonTimeout() time.Duration {
+	switch {
+	case c.AbandonTimeout < 0:
+		return 0
+	case c.AbandonTimeout == 0:
+		return DefaultAbandonTimeout
+	}
+	return c.AbandonTimeout
 }
 
 func (c *Config) logger() *slog.Logger {

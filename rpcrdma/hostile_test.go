@@ -574,3 +574,51 @@ func TestReadReplyBeyondMax(t *testing.T) {
 		t.Fatalf("connection ended: %v", err)
 	}
 }
+
+// TestAbandonedCallEndsConnection: a cancelled call keeps its credit until
+// its reply comes; a reply that never comes ends the connection after
+// AbandonTimeout, while one that comes in time is dropped and the
+// connection carries on.
+func TestAbandonedCallEndsConnection(t *testing.T) {
+	cancelled := func(t *testing.T, r *rawResponder) uint32 {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.cli.Null(ctx, testProg, testVers) }()
+		call := r.receive(5 * time.Second)
+		if len(call) < 4 {
+			t.Fatal("no call arrived")
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled call: %v", err)
+		}
+		return binary.BigEndian.Uint32(call)
+	}
+	t.Run("no-reply", func(t *testing.T) {
+		r := newRawResponder(t, &Config{AbandonTimeout: 50 * time.Millisecond})
+		cancelled(t, r)
+		select {
+		case <-r.conn.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("connection still up long after AbandonTimeout")
+		}
+		var ce *ConnError
+		if err := r.conn.Err(); !errors.As(err, &ce) || !strings.Contains(err.Error(), "no reply to cancelled call") {
+			t.Fatalf("connection ended with %v", err)
+		}
+	})
+	t.Run("late-reply", func(t *testing.T) {
+		r := newRawResponder(t, &Config{AbandonTimeout: time.Second})
+		xid := cancelled(t, r)
+		h := wire.Header{XID: xid, Vers: wire.Version1, Credits: 8, Proc: wire.RDMA_MSG}
+		rh := rpc.ReplyHeader{XID: xid, Stat: rpc.MsgAccepted, AcceptStat: rpc.Success}
+		if _, err := r.tryExchange(rh.Append(h.Append(nil)), time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if err := r.conn.Err(); err != nil {
+			t.Fatalf("connection ended after the late reply came: %v", err)
+		}
+	})
+}

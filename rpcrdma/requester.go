@@ -25,7 +25,8 @@ import (
 // one the responder invalidated with Send With Invalidate), returns the
 // credit and hands the reply to Recv. A call abandoned by its caller
 // (CancelCall) has its registrations invalidated at once but keeps its
-// credit until the reply arrives, since the responder still counts it.
+// credit until the reply arrives, since the responder still counts it; if
+// none comes within AbandonTimeout, the connection ends (abandoned).
 //
 // How a call travels:
 //   - DDP-eligible argument items of at least DDPThreshold bytes go in read
@@ -63,10 +64,11 @@ type outCall struct {
 	xid       uint32
 	msg       rpc.Msg // shallow copy, to resend after a version fallback
 	vers      wire.Version
-	mrs       []rdma.MR // every registration of the call
-	writeBufs [][]byte  // ResultBufs offered as write chunks, in order
-	replyBuf  []byte    // reply chunk memory, or nil
-	cancelled bool      // CancelCall ran: drop the reply, keep the credit until it comes
+	mrs       []rdma.MR   // every registration of the call
+	writeBufs [][]byte    // ResultBufs offered as write chunks, in order
+	replyBuf  []byte      // reply chunk memory, or nil
+	cancelled bool        // CancelCall ran: drop the reply, keep the credit until it comes
+	abandon   *time.Timer // after CancelCall: ends the connection if the reply never comes
 
 	hdr       wire.Header // the transport header, built by marshal
 	piecesBuf [8][]byte   // backing for marshal's pieces, enough for most calls
@@ -436,6 +438,9 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 	c.releaseAll(oc.mrs)
 	r.credits.release()
 	defer outCalls.Put(oc)
+	if oc.abandon != nil {
+		oc.abandon.Stop()
+	}
 	if oc.cancelled {
 		c.stats.Dropped.Add(1)
 		return
@@ -510,7 +515,8 @@ func (r *requester) checkReply(oc *outCall, in *inbound) error {
 
 // CancelCall implements rpc.CallCanceler: it invalidates the call's
 // registrations at once. The call keeps its credit until the reply
-// arrives, which is then dropped.
+// arrives, which is then dropped; if it has not arrived within
+// Config.AbandonTimeout, the connection ends.
 func (c *Conn) CancelCall(xid uint32) {
 	if c.req == nil {
 		return
@@ -522,9 +528,26 @@ func (c *Conn) CancelCall(xid uint32) {
 	if oc != nil && !oc.cancelled {
 		oc.cancelled = true
 		mrs, oc.mrs = oc.mrs, nil
+		if d := c.cfg.abandonTimeout(); d > 0 {
+			oc.abandon = time.AfterFunc(d, func() { r.abandoned(xid, oc, d) })
+		}
 	}
 	r.mu.Unlock()
 	c.releaseAll(mrs)
+}
+
+// abandoned ends the connection if the cancelled call oc is still waiting
+// for its reply: its credit would be lost for good, and with it, once
+// every credit is lost so, the connection.
+func (r *requester) abandoned(xid uint32, oc *outCall, d time.Duration) {
+	r.mu.Lock()
+	waiting := r.calls[xid] == oc
+	r.mu.Unlock()
+	if !waiting {
+		return
+	}
+	r.c.log.Warn("rpcrdma: no reply to a cancelled call; ending the connection", "xid", xid, "waited", d)
+	r.c.fail(&ConnError{Op: "reply", Err: fmt.Errorf("no reply to cancelled call 0x%x within %v: its credit cannot be reused until one comes", xid, d)})
 }
 
 // closeAll forgets every outstanding call when the connection ends.
@@ -535,6 +558,9 @@ func (r *requester) closeAll(err error) {
 	r.calls = map[uint32]*outCall{}
 	r.mu.Unlock()
 	for _, oc := range calls {
+		if oc.abandon != nil {
+			oc.abandon.Stop()
+		}
 		r.c.releaseAll(oc.mrs)
 	}
 }
