@@ -58,7 +58,8 @@ func TestCapture(t *testing.T) {
 		t.Skipf("the kernel dropped %d packets (machine too busy); the capture is incomplete", d)
 	}
 
-	rows := Fields(t, path, "frame.number", "tcp.stream", "tcp.dstport", "tcp.len", "tcp.flags.syn", "tcp.flags.fin", "udp.dstport")
+	rows := Fields(t, path, "frame.number", "tcp.stream", "tcp.dstport", "tcp.len", "tcp.flags.syn", "tcp.flags.fin", "udp.dstport",
+		"tcp.analysis.retransmission", "tcp.analysis.spurious_retransmission", "tcp.analysis.fast_retransmission")
 	var bytes, syns, fins, probes int
 	for i, r := range rows {
 		if r["frame.number"] != strconv.Itoa(i+1) {
@@ -76,6 +77,9 @@ func TestCapture(t *testing.T) {
 		}
 		if r["tcp.flags.fin"] == "1" {
 			fins++
+		}
+		if r["tcp.analysis.retransmission"] != "" || r["tcp.analysis.spurious_retransmission"] != "" || r["tcp.analysis.fast_retransmission"] != "" {
+			continue // on a loaded machine, TCP may resend even on loopback
 		}
 		if r["tcp.dstport"] == strconv.Itoa(port) {
 			n, _ := strconv.Atoi(r["tcp.len"])
