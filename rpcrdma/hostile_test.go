@@ -160,6 +160,9 @@ func TestResponderRejects(t *testing.T) {
 		{"read-chunk-outside-call", append(hdr(xid, 1, 1, 0, 1, 4000, 0x100, 16, 0, 0, 0, 0, 0), call...), wire.ErrChunk, 1},
 		// A chunk that matches its length word, but is more than we take.
 		{"read-chunk-beyond-max", append(hdr(xid, 1, 1, 0, 1, uint32(len(call)+4), 0x100, maxChunk+4, 0, 0, 0, 0, 0), append(slices.Clip(call), hdr(maxChunk+4)...)...), wire.ErrChunk, 1},
+		{"rpc-xid-differs", append(hdr(xid, 1, 1, 0, 0, 0, 0), nullCall(xid+1, 1)[16:]...), wire.ErrChunk, 1},
+		// The same, with a read chunk: refused before any RDMA Read.
+		{"rpc-xid-differs-read-chunk", append(hdr(xid, 1, 1, 0, 1, uint32(len(call)+4), 0x100, 8, 0, 0, 0, 0, 0), append(slices.Clip(nullCall(xid+1, 1)[16:]), hdr(8)...)...), wire.ErrChunk, 1},
 		{"msgp-disabled", hdr(xid, 1, 1, 2, 4, 1024, 0, 0, 0), wire.ErrChunk, 1},
 		{"rdma-done-ignored", hdr(xid, 1, 1, 3), 0, 0},
 		{"rdma-error-never-answered", hdr(xid, 1, 1, 4, 2), 0, 0},
