@@ -100,8 +100,8 @@ type callResult struct {
 
 // NewClient returns a Client making calls over t, and starts the goroutine
 // that receives t's messages (or, if t is a Pusher, has t deliver them);
-// Close stops it. The Client owns t from then
-// on. If t implements CallCanceler, abandoned calls are reported to it.
+// Close stops it. The Client owns t from then on. If t implements
+// CallCanceler, abandoned calls are reported to it.
 func NewClient(t Transport) *Client {
 	c := &Client{
 		t:          t,

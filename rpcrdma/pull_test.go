@@ -2,8 +2,11 @@ package rpcrdma
 
 import (
 	"context"
+	"errors"
+	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/loopback"
@@ -140,5 +143,65 @@ func TestReadsOfSeveralCallsInFlight(t *testing.T) {
 	defer hc.mu.Unlock()
 	if hc.posted != 2 || hc.max != 2 {
 		t.Errorf("responder posted %d Reads, at most %d outstanding; want 2 and 2", hc.posted, hc.max)
+	}
+}
+
+// TestResponderPush: a responder Conn is an rpc.Pusher too; it hands its
+// calls to deliver, and the end of the connection last.
+func TestResponderPush(t *testing.T) {
+	ctx := ctxT(t)
+	lb := loopback.New()
+	l, err := Listen(ctx, lb, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan *Conn, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	conn, err := Dial(ctx, lb, l.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := rpc.NewClient(conn)
+	defer cli.Close()
+	resp := <-accepted
+	if resp == nil {
+		t.FailNow()
+	}
+	calls := make(chan *rpc.Msg, 1)
+	ended := make(chan error, 1)
+	resp.Push(func(m *rpc.Msg, err error) {
+		if err != nil {
+			ended <- err
+			return
+		}
+		calls <- m
+	})
+	done := make(chan error, 1)
+	go func() { done <- cli.Null(ctx, testProg, testVers) }()
+	m := <-calls
+	xid, _, _ := rpc.PeekHeader(m.XDR)
+	rh := rpc.ReplyHeader{XID: xid, Stat: rpc.MsgAccepted, AcceptStat: rpc.Success}
+	if err := resp.Send(ctx, &rpc.Msg{Body: rpc.Body{XDR: rh.Append(nil)}}); err != nil {
+		t.Fatal(err)
+	}
+	m.Release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	resp.Close()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("end delivered as %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the end of the connection was not delivered")
 	}
 }
