@@ -23,15 +23,18 @@ import (
 // RDMA_ERROR (ERR_VERS with the versions served, or ERR_CHUNK /
 // RDMA_ERR_BAD_HEADER), except an RDMA_ERROR, which is never answered, and
 // a message too short to carry an XID, which is dropped. Good calls go to
-// Recv, which pulls the call's read chunks with RDMA Reads (all of them at
-// once, as many in flight as the ORD allows), rebuilds the call as an
-// rpc.Body (a position-zero chunk becomes the XDR stream, data chunks
+// Recv, which checks the call's chunks against it and posts the RDMA Reads
+// that pull them (as many in flight as the ORD allows, over this call and
+// the calls after it: Recv does not wait for them, the completion loop
+// hands the call back once its last Read is done). The call is rebuilt as
+// an rpc.Body (a position-zero chunk becomes the XDR stream, data chunks
 // become held-apart items, with their XDR pad dropped if the requester sent
-// it) and remembers what the call offered for its reply. Send, called with
+// it), and what it offered for its reply is remembered. Send, called with
 // the reply, writes the reply's held-apart results into the write chunks in
 // order (never the pad), then sends the reply inline if it fits, else
 // writes it into the reply chunk and sends RDMA_NOMSG, else answers
-// ERR_CHUNK. Replies go out in the requester's version.
+// ERR_CHUNK; only a reply with RDMA Writes waits for its Send to complete.
+// Replies go out in the requester's version.
 
 type responder struct {
 	c     *Conn
