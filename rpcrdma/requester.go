@@ -23,10 +23,11 @@ import (
 // by XID and posts the Send. The loop receives the reply, checks it against
 // what was offered, updates the grant, invalidates every registration (but
 // one the responder invalidated with Send With Invalidate), returns the
-// credit and hands the reply to Recv. A call abandoned by its caller
-// (CancelCall) has its registrations invalidated at once but keeps its
-// credit until the reply arrives, since the responder still counts it; if
-// none comes within AbandonTimeout, the connection ends (abandoned).
+// credit and hands the reply to Recv (or to rpc.Pusher's deliver, from the
+// loop itself). A call abandoned by its caller (CancelCall) has its
+// registrations invalidated at once but keeps its credit until the reply
+// arrives, since the responder still counts it; if none comes within
+// AbandonTimeout, the connection ends (abandoned).
 //
 // How a call travels:
 //   - DDP-eligible argument items of at least DDPThreshold bytes go in read
