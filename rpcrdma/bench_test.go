@@ -82,6 +82,17 @@ func BenchmarkPaths(b *testing.B) {
 				benchCall(b, cli, procSum, args, nil, 0)
 			}
 		})
+		b.Run("1MiB-read-chunk-4-outstanding/"+tr, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(1 << 20)
+			b.SetParallelism(2) // 4 goroutines on 2 cores
+			args := ddpArgs(data)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					benchCall(b, cli, procSum, args, nil, 0)
+				}
+			})
+		})
 		buf := make([]byte, 1<<20)
 		b.Run("1MiB-write-chunk/"+tr, func(b *testing.B) {
 			b.ReportAllocs()
