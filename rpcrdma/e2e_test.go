@@ -130,7 +130,9 @@ func newPair(t *testing.T, ccfg, scfg *Config) *pair {
 	return newPairOver(t, loopback.New(), "", ccfg, scfg)
 }
 
-func newPairOver(t testing.TB, p rdma.Provider, addr string, ccfg, scfg *Config) *pair {
+// dialAccept listens on p at addr, dials it and returns both ends, the
+// listener closed.
+func dialAccept(t testing.TB, p rdma.Provider, addr string, ccfg, scfg *Config) (conn, resp *Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -138,6 +140,7 @@ func newPairOver(t testing.TB, p rdma.Provider, addr string, ccfg, scfg *Config)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer l.Close()
 	accepted := make(chan *Conn, 1)
 	go func() {
 		c, err := l.Accept(ctx)
@@ -146,15 +149,20 @@ func newPairOver(t testing.TB, p rdma.Provider, addr string, ccfg, scfg *Config)
 		}
 		accepted <- c
 	}()
-	conn, err := Dial(ctx, p, l.Addr().String(), ccfg)
+	conn, err = Dial(ctx, p, l.Addr().String(), ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := <-accepted
-	l.Close()
+	resp = <-accepted
 	if resp == nil {
 		t.FailNow()
 	}
+	return conn, resp
+}
+
+func newPairOver(t testing.TB, p rdma.Provider, addr string, ccfg, scfg *Config) *pair {
+	t.Helper()
+	conn, resp := dialAccept(t, p, addr, ccfg, scfg)
 	pr := &pair{conn: conn, resp: resp, srv: testServer()}
 	pr.net, _ = p.(interface{ Registered() int })
 	served := make(chan struct{})

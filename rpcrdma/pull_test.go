@@ -150,30 +150,10 @@ func TestReadsOfSeveralCallsInFlight(t *testing.T) {
 // calls to deliver, and the end of the connection last.
 func TestResponderPush(t *testing.T) {
 	ctx := ctxT(t)
-	lb := loopback.New()
-	l, err := Listen(ctx, lb, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	accepted := make(chan *Conn, 1)
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		accepted <- c
-	}()
-	conn, err := Dial(ctx, lb, l.Addr().String(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, resp := dialAccept(t, loopback.New(), "", nil, nil)
+	defer resp.Close()
 	cli := rpc.NewClient(conn)
 	defer cli.Close()
-	resp := <-accepted
-	if resp == nil {
-		t.FailNow()
-	}
 	calls := make(chan *rpc.Msg, 1)
 	ended := make(chan error, 1)
 	resp.Push(func(m *rpc.Msg, err error) {
