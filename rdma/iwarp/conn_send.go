@@ -27,7 +27,7 @@ import (
 
 const (
 	maxBatchFPDUs = 64      // FPDUs per vectored write
-	maxBatchBytes = 1 << 20 // bytes per vectored write, roughly
+	maxBatchBytes = 512 << 10 // bytes per vectored write, roughly
 	hdrSlot       = mpa.LengthFieldLen + ddp.UntaggedHeaderLen + ddp.ReadRequestLen
 	trailerSlot   = 8 // pad (at most 3) and CRC (4)
 
