@@ -26,7 +26,7 @@ import (
 )
 
 const (
-	maxBatchFPDUs = 64      // FPDUs per vectored write
+	maxBatchFPDUs = 64        // FPDUs per vectored write
 	maxBatchBytes = 512 << 10 // bytes per vectored write, roughly
 	hdrSlot       = mpa.LengthFieldLen + ddp.UntaggedHeaderLen + ddp.ReadRequestLen
 	trailerSlot   = 8 // pad (at most 3) and CRC (4)
