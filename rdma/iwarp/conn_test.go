@@ -96,6 +96,25 @@ func TestLocalProtection(t *testing.T) {
 	wantCompletions(rdma.StatusLocalProtection, rdma.StatusFlushed)(t, c)
 }
 
+// stallPlacement has the raw peer r send the first 2000 bytes of an RDMA
+// Write of payload into m, and waits until c's reader is placing it. It
+// returns the whole FPDU, for the caller to send the rest.
+func stallPlacement(t *testing.T, r *rawPeer, c *Conn, m rdma.MR, payload []byte) []byte {
+	t.Helper()
+	seg := ddp.Segment{Header: ddp.Tagged(ddp.OpRDMAWrite, true, uint32(m.STag()), m.TO()), Payload: payload}
+	b := mpa.AppendFPDU(nil, false, seg.Append(nil))
+	r.write(b[:2000])
+	deadline := time.Now().Add(rawTimeout)
+	for c.placeMu.TryLock() {
+		c.placeMu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader never started placing")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return b
+}
+
 // TestInvalidateStalledPlacement has the peer stop in the middle of an
 // RDMA Write's payload while we invalidate the region: Invalidate returns
 // within the handshake timeout, having ended the connection, so nothing
@@ -105,18 +124,7 @@ func TestInvalidateStalledPlacement(t *testing.T) {
 	p := newProvider(t, Options{HandshakeTimeout: 200 * time.Millisecond})
 	r, c, _ := connectRaw(t, p, true, false, rdma.ConnConfig{})
 	m := alloc(t, c, 4096, rdma.AccessRemoteWrite)
-	seg := ddp.Segment{Header: ddp.Tagged(ddp.OpRDMAWrite, true, uint32(m.STag()), m.TO()), Payload: make([]byte, 4000)}
-	b := mpa.AppendFPDU(nil, false, seg.Append(nil))
-	r.write(b[:2000])
-	// Wait until the reader is placing.
-	deadline := time.Now().Add(rawTimeout)
-	for c.placeMu.TryLock() {
-		c.placeMu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("the reader never started placing")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	stallPlacement(t, r, c, m, make([]byte, 4000))
 	start := time.Now()
 	m.Invalidate()
 	if d := time.Since(start); d < 150*time.Millisecond || d > 2*time.Second {
@@ -168,17 +176,8 @@ func TestInvalidateOtherThanPlaced(t *testing.T) {
 	r, c, _ := connectRaw(t, p, true, false, rdma.ConnConfig{})
 	m := alloc(t, c, 4096, rdma.AccessRemoteWrite)
 	other := alloc(t, c, 4096, rdma.AccessRemoteWrite)
-	seg := ddp.Segment{Header: ddp.Tagged(ddp.OpRDMAWrite, true, uint32(m.STag()), m.TO()), Payload: bytes.Repeat([]byte{7}, 4000)}
-	b := mpa.AppendFPDU(nil, false, seg.Append(nil))
-	r.write(b[:2000])
-	deadline := time.Now().Add(rawTimeout)
-	for c.placeMu.TryLock() {
-		c.placeMu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("the reader never started placing")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	payload := bytes.Repeat([]byte{7}, 4000)
+	b := stallPlacement(t, r, c, m, payload)
 	start := time.Now()
 	other.Invalidate()
 	other.Release()
@@ -197,7 +196,7 @@ func TestInvalidateOtherThanPlaced(t *testing.T) {
 	if _, err := c.Wait(ctx, cs); err != nil || cs[0].Status != rdma.StatusSuccess {
 		t.Fatalf("receive after the Write: %+v %v", cs[0], err)
 	}
-	if !bytes.Equal(m.Bytes()[:4000], seg.Payload) {
+	if !bytes.Equal(m.Bytes()[:4000], payload) {
 		t.Error("the Write was not placed whole")
 	}
 }
