@@ -12,8 +12,9 @@ package iwarp
 // Several FPDUs, of one or several messages, are written with one vectored
 // write (net.Buffers): a header and trailer slot per FPDU from a fixed
 // scratch area and the payload straight from registered memory, so the
-// steady state allocates nothing. A Send or Write completes when the write
-// holding its last FPDU has returned.
+// steady state allocates nothing; a batch of at most flatMax bytes is
+// copied into one buffer and written with a plain write instead. A Send or
+// Write completes when the write holding its last FPDU has returned.
 
 import (
 	"net"
@@ -30,6 +31,13 @@ const (
 	maxBatchBytes = 512 << 10 // bytes per vectored write, roughly
 	hdrSlot       = mpa.LengthFieldLen + ddp.UntaggedHeaderLen + ddp.ReadRequestLen
 	trailerSlot   = 8 // pad (at most 3) and CRC (4)
+
+	// flatMax is the largest batch copied into one buffer and written
+	// with write(2) rather than writev(2). For a small Send the copy
+	// costs less than the vectored write's per-piece work: a 64-byte
+	// Send ping-pong's p50 fell from 17.5 to 17.1 µs and an RPC NULL's
+	// from 20.6 to 20.2 µs (medians of five alternating runs).
+	flatMax = 4 << 10
 
 	// rtrSTag is the STag of the zero-length RDMA Write an initiator
 	// sends first: index 0, never valid, as Linux siw's RTR messages use.
@@ -74,6 +82,7 @@ type txState struct {
 	pieces   [][]byte    // one FPDU's pieces, for its CRC
 	nfpdu    int
 	nbytes   int
+	flat     []byte   // flatMax bytes: a small batch, copied whole
 	written  []uint64 // send-queue sequences completed by the batch
 }
 
@@ -83,6 +92,7 @@ func (tx *txState) init(c *Conn) {
 	tx.bufs = make(net.Buffers, 0, 4*maxBatchFPDUs)
 	tx.pieces = make([][]byte, 0, MaxSGE+2)
 	tx.written = make([]uint64, 0, maxBatchFPDUs)
+	tx.flat = make([]byte, flatMax)
 }
 
 // writer is the goroutine that transmits for c. notBefore is when the
@@ -348,6 +358,12 @@ func (c *Conn) flush() {
 			t.Stop()
 			_, err = c.nc.Write(hold)
 		}
+	} else if tx.nbytes <= flatMax {
+		b := tx.flat[:0]
+		for _, p := range tx.out {
+			b = append(b, p...)
+		}
+		_, err = c.nc.Write(b)
 	} else {
 		_, err = tx.out.WriteTo(c.nc)
 	}
