@@ -113,13 +113,18 @@ func (c *Conn) writer(notBefore time.Time) {
 		}
 		if delay > 0 {
 			timer.Reset(delay)
+			select {
+			case <-c.kick:
+			case <-c.done:
+			case <-timer.C:
+			}
+			timer.Stop()
+			continue
 		}
-		select {
-		case <-c.kick:
-		case <-c.done:
-		case <-timer.C:
-		}
-		timer.Stop()
+		// Whatever gives the writer work signals kick, the end of the
+		// connection included (endLocked), so one channel is enough: a
+		// wait on one costs less than a select on three.
+		<-c.kick
 	}
 	c.mu.Lock()
 	term := c.term
