@@ -3,6 +3,7 @@ package rdmatest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -371,5 +372,46 @@ func testWaitContext(t *testing.T, cfg Config) {
 	}
 	if len(a.PeerPrivateData()) != 0 {
 		t.Fatalf("peer private data %q, want none", a.PeerPrivateData())
+	}
+}
+
+// testWaitEnd: with nothing posted, every Wait in progress without a
+// deadline returns once the connection ends, whether the peer or this side
+// ends it, with the connection's error.
+func testWaitEnd(t *testing.T, cfg Config) {
+	for _, local := range []bool{false, true} {
+		a, b := Pair(t, cfg, rdma.ConnConfig{}, rdma.ConnConfig{})
+		const waiters = 3
+		errs := make(chan error, waiters)
+		for range waiters {
+			go func() {
+				var cs [1]rdma.Completion
+				n, err := a.Wait(context.Background(), cs[:])
+				if n != 0 {
+					err = fmt.Errorf("%d completions with nothing posted", n)
+				}
+				errs <- err
+			}()
+		}
+		time.Sleep(10 * time.Millisecond) // let them block
+		ender, want := b, rdma.ErrDisconnected
+		if local {
+			ender, want = a, rdma.ErrClosed
+		}
+		if err := ender.Close(); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		timeout := time.After(cfg.timeout())
+		for i := range waiters {
+			select {
+			case err := <-errs:
+				if !errors.Is(err, want) {
+					t.Fatalf("local close %v: waiter %d returned %v, want %v", local, i, err, want)
+				}
+			case <-timeout:
+				t.Fatalf("local close %v: %d of %d waiters still in Wait after the end", local, waiters-i, waiters)
+			}
+		}
+		a.Close()
 	}
 }

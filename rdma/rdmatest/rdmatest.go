@@ -98,6 +98,7 @@ func TestProvider(t *testing.T, cfg Config) {
 		{"PeerClose", testPeerClose},
 		{"CloseIdempotent", testCloseIdempotent},
 		{"WaitContext", testWaitContext},
+		{"WaitEnd", testWaitEnd},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -188,8 +188,11 @@ func (q *Queues) CompleteRecv(comp rdma.Completion) {
 
 // Flush completes everything outstanding with StatusFlushed: send-queue
 // work not finished yet (after what finished before it, in order), then
-// every posted receive.
+// every posted receive. The provider calls it when the connection ends,
+// after marking it dead; it signals Ready even with nothing to flush, so
+// that a Wait hears of the end.
 func (q *Queues) Flush() {
+	defer Signal(q.Ready)
 	for seq := q.SQ.Head; seq < q.SQ.Tail; seq++ {
 		if w := q.SQ.At(seq); !w.Done {
 			w.Done, w.Status, w.N = true, rdma.StatusFlushed, 0
@@ -235,7 +238,15 @@ func (q *Queues) Wait(ctx context.Context, done <-chan struct{}, poll func() (n 
 		case n > 0:
 			return n, nil
 		case dead:
+			Signal(q.Ready) // for another waiter: it ended for all
 			return 0, err
+		}
+		if ctx.Done() == nil {
+			// Flush signals Ready at the end, so with no ctx to watch
+			// Ready is all there is to wait on; a receive on one
+			// channel costs less than a select on two.
+			<-q.Ready
+			continue
 		}
 		select {
 		case <-q.Ready:
