@@ -496,12 +496,8 @@ func (c *Conn) deliver(in inbound) bool {
 // post posts a send-queue work request whose completion runs done on the
 // loop goroutine. It waits for a free send-queue entry, respecting ctx.
 func (c *Conn) post(ctx context.Context, wr *rdma.WorkRequest, done func(rdma.Completion)) error {
-	select {
-	case <-c.sqSlots:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.done:
-		return c.Err()
+	if err := take(ctx, c.sqSlots, c.done, c.Err); err != nil {
+		return err
 	}
 	wr.ID = c.opID.Add(1)
 	c.opsMu.Lock()
@@ -526,18 +522,42 @@ func (c *Conn) post(ctx context.Context, wr *rdma.WorkRequest, done func(rdma.Co
 	return nil
 }
 
+// takeValue receives from ch, waiting until ctx or done ends first (then
+// ctx's error, or ended's). It tries a receive alone first: with a value
+// ready, that costs much less than the select, and it is the common case
+// (a free send slot or send-queue entry).
+func takeValue[T any](ctx context.Context, ch chan T, done <-chan struct{}, ended func() error) (T, error) {
+	select {
+	case v := <-ch:
+		return v, nil
+	default:
+	}
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	case <-done:
+		var zero T
+		return zero, ended()
+	}
+}
+
+// take is takeValue for a channel of tokens.
+func take(ctx context.Context, ch chan struct{}, done <-chan struct{}, ended func() error) error {
+	_, err := takeValue(ctx, ch, done, ended)
+	return err
+}
+
 // sendMsg builds the message hdr followed by pieces in a send slot and
 // posts it as a Send (with Invalidate when inv is not zero). It waits for a
 // free send slot. If wait is true it returns after the Send completes, else
 // after posting.
 func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait bool) error {
-	var slot int
-	select {
-	case slot = <-c.sendFree:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.done:
-		return c.Err()
+	slot, err := takeValue(ctx, c.sendFree, c.done, c.Err)
+	if err != nil {
+		return err
 	}
 	n := hdr.EncodedLen()
 	for _, p := range pieces {
@@ -568,7 +588,7 @@ func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, i
 	if !wait {
 		return nil
 	}
-	err := <-s.result
+	err = <-s.result
 	c.sendFree <- slot
 	return err
 }
