@@ -1266,3 +1266,69 @@ func TestClientOverPusher(t *testing.T) {
 		t.Fatal("Close did not return after the transport ended")
 	}
 }
+
+// TestServerOverPusher: a Server on a Pusher transport has the calls
+// delivered to it, never calls Recv, holds MaxInFlight with the calls over
+// it waiting for a slot, and ends when the transport does.
+func TestServerOverPusher(t *testing.T) {
+	checkLeaks(t)
+	a, b := memPair()
+	pb := &pushTransport{memTransport: b, t: t, ended: make(chan struct{})}
+	h := newHarness(t, &ServerOptions{MaxInFlight: 2}, a, pb)
+	ctx := ctxTimeout(t, 10*time.Second)
+	h.echo(t, []byte("pushed"), false)
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			if _, err := h.call(ctx, procBlock, Body{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	<-h.st.started
+	<-h.st.started
+	time.Sleep(20 * time.Millisecond) // the other four wait for a slot
+	if n := h.st.running.Load(); n != 2 {
+		t.Errorf("%d handlers running, want 2", n)
+	}
+	close(h.st.release)
+	wg.Wait()
+	if m := h.st.maxRunning.Load(); m != 2 {
+		t.Errorf("at most %d handlers ran at once, want 2", m)
+	}
+	if pb.pushed.Load() != 1 {
+		t.Fatalf("Push called %d times", pb.pushed.Load())
+	}
+}
+
+// TestCloseWhileFullPushed closes a server whose Pusher transport has
+// delivered a call that waits for a free slot: both calls fail, and the
+// waiting one is dropped rather than run.
+func TestCloseWhileFullPushed(t *testing.T) {
+	checkLeaks(t)
+	a, b := memPair()
+	pb := &pushTransport{memTransport: b, t: t, ended: make(chan struct{})}
+	h := newHarness(t, &ServerOptions{MaxInFlight: 1}, a, pb)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := h.call(context.Background(), procBlock, Body{}); errs <- err }()
+	}
+	<-h.st.started
+	time.Sleep(20 * time.Millisecond) // the second call waits for the slot
+	h.srv.Close()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, net.ErrClosed) {
+			t.Errorf("call cut by Close: %v", err)
+		}
+	}
+	<-pb.ended
+	time.Sleep(20 * time.Millisecond) // a waiting call, wrongly run, starts
+	select {
+	case <-h.st.started:
+		t.Error("the call waiting for a slot ran after Close")
+	default:
+	}
+	if n := h.srv.Stats().Dropped; n != 1 {
+		t.Errorf("%d calls dropped, want the one waiting", n)
+	}
+}

@@ -6,7 +6,9 @@ package rpc
 // while the limit is reached. Workers are started as needed and wait for
 // the next call when done (up to maxIdleWorkers of them per transport), so
 // in steady state a call costs a hand-off, not a new goroutine whose stack
-// grows again through the reply path. Each call goroutine decodes the call header and answers
+// grows again through the reply path. A transport that is a Pusher has no
+// loop: it hands each call to a worker from its own receive path (see
+// servePushed), which saves a goroutine hand-off per call. Each call goroutine decodes the call header and answers
 // in the order of RFC 5531 section 9: RPC_MISMATCH for an rpcvers other
 // than 2; AUTH_ERROR when the credential or verifier is malformed or the
 // authenticator refuses it; PROG_UNAVAIL, PROG_MISMATCH or PROC_UNAVAIL when
@@ -131,7 +133,7 @@ type ServerOptions struct {
 // ServerStats counts a Server's answers and the messages it dropped.
 type ServerStats struct {
 	Calls        uint64 // calls run by a handler (including the built-in NULL procedures)
-	Dropped      uint64 // messages that were not calls, or too malformed to answer
+	Dropped      uint64 // messages that were not calls or too malformed to answer, and calls that came while the transport was closing
 	RPCMismatch  uint64 // calls denied with RPC_MISMATCH
 	AuthError    uint64 // calls denied with AUTH_ERROR
 	ProgUnavail  uint64 // PROG_UNAVAIL answers
@@ -330,6 +332,10 @@ func (s *Server) serveConn(sc *serverConn) error {
 	ctx := sc.ctx
 	var wg sync.WaitGroup
 	var err error
+	if p, ok := sc.t.(Pusher); ok {
+		err = s.servePushed(sc, p, &wg)
+		return s.endConn(sc, &wg, err)
+	}
 	for {
 		m, rerr := sc.t.Recv()
 		if rerr != nil {
@@ -355,6 +361,75 @@ func (s *Server) serveConn(sc *serverConn) error {
 			wg.Go(func() { s.worker(sc, m) })
 		}
 	}
+	return s.endConn(sc, &wg, err)
+}
+
+// servePushed serves a Pusher transport: its receive path calls deliver,
+// which must not block, so a call goes straight to an idle worker (or a
+// new one), and one that finds MaxInFlight calls running waits for a
+// slot on a goroutine of its own. The transport bounds what it delivers
+// (RPC-over-RDMA by its credits); here nothing stops receiving. It returns
+// the error that ended the transport once deliver has had it and the
+// calls waiting for a slot have gone to workers or been dropped; the
+// Pusher contract says nothing is delivered after that error, so the
+// workers' channel can then be closed.
+func (s *Server) servePushed(sc *serverConn, p Pusher, wg *sync.WaitGroup) error {
+	ended := make(chan error, 1)
+	var waiting sync.WaitGroup
+	p.Push(func(m *Msg, err error) {
+		if err != nil {
+			if _, ok := errors.AsType[*CallError](err); ok {
+				s.stats.dropped.Add(1)
+				return
+			}
+			ended <- err
+			return
+		}
+		select {
+		case sc.sem <- struct{}{}:
+			s.dispatch(sc, m, wg)
+		default:
+			waiting.Go(func() {
+				select {
+				case sc.sem <- struct{}{}:
+					if sc.ctx.Err() == nil {
+						s.dispatch(sc, m, wg)
+						return
+					}
+					<-sc.sem
+				case <-sc.ctx.Done():
+				}
+				// The transport has ended, or Close: nothing could
+				// carry the reply.
+				s.stats.dropped.Add(1)
+			})
+		}
+	})
+	err := <-ended
+	sc.cancel()
+	waiting.Wait()
+	return err
+}
+
+// dispatch hands m, which holds a MaxInFlight slot, to an idle worker or a
+// new one, unless the transport is shutting down.
+func (s *Server) dispatch(sc *serverConn, m *Msg, wg *sync.WaitGroup) {
+	if !sc.begin() {
+		<-sc.sem
+		s.stats.dropped.Add(1)
+		return
+	}
+	select {
+	case sc.work <- m:
+	default:
+		wg.Go(func() { s.worker(sc, m) })
+	}
+}
+
+// endConn finishes serving sc once its transport has ended with err: it
+// cancels the handlers' context, lets the workers finish and closes the
+// transport.
+func (s *Server) endConn(sc *serverConn, wg *sync.WaitGroup, err error) error {
 	sc.cancel()
 	close(sc.work)
 	wg.Wait()

@@ -2,6 +2,7 @@ package rpcrdma
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,10 +70,13 @@ type Conn struct {
 
 	// A requester's messages go to push instead, once rpc.Pusher's Push
 	// has set it (dial.go); pushEnded is set once the loop has ended and
-	// push has had the final error.
+	// push has had the final error. A responder's calls without read
+	// chunks go from the loop to callPush once Push has set it; pushMu
+	// serializes every call of the deliver function either holds.
 	pushMu    sync.Mutex
 	push      func(*rpc.Msg, error)
 	pushEnded bool
+	callPush  func(*rpc.Msg, error)
 
 	pulled chan pulledCall // responder: calls whose data chunks have been pulled, for Recv
 
@@ -482,6 +486,8 @@ func (c *Conn) deliver(in inbound) bool {
 			c.push(c.replyOf(in))
 			return true
 		}
+	} else if c.pushCall(&in) {
+		return true
 	}
 	select {
 	case c.incoming <- in:
@@ -491,6 +497,34 @@ func (c *Conn) deliver(in inbound) bool {
 		c.log.Warn("rpcrdma: receive queue full, message dropped", "xid", in.hdr.XID)
 		return false
 	}
+}
+
+// pushCall hands a responder's call straight to the rpc.Server that
+// Push registered, on the loop, when nothing in taking it can block: no
+// read chunks to pull (their Reads may wait for the send queue) and not
+// CONF_RDMA (answered by Recv, whose Send may wait for a slot). It
+// reports whether it took the call; the rest go through Recv.
+func (c *Conn) pushCall(in *inbound) bool {
+	if len(in.hdr.Chunks.Reads) > 0 || isConfigCall(in.payload) {
+		return false
+	}
+	c.pushMu.Lock()
+	defer c.pushMu.Unlock()
+	if c.callPush == nil {
+		return false
+	}
+	if m, ok, _ := c.resp.recvCall(in); ok {
+		// Without read chunks recvCall pulls nothing and so has no
+		// connection error to report; a call it refused is answered.
+		c.callPush(m, nil)
+	}
+	return true
+}
+
+// isConfigCall reports whether the RPC call b is to the Connection
+// Configuration Protocol's program.
+func isConfigCall(b []byte) bool {
+	return len(b) >= 16 && binary.BigEndian.Uint32(b[12:]) == wire.ConfigProgram
 }
 
 // post posts a send-queue work request whose completion runs done on the

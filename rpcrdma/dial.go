@@ -115,18 +115,37 @@ func (c *Conn) replyOf(in inbound) (*rpc.Msg, error) {
 
 // Push implements rpc.Pusher: a requester hands each reply to deliver on
 // the goroutine that received it (the rpc.Client uses it, and so needs no
-// goroutine of its own blocked in Recv). On a responder, a goroutine calls
-// Recv and hands on what it returns.
+// goroutine of its own blocked in Recv). A responder hands calls without
+// read chunks to deliver from the loop (the rpc.Server uses it, and its
+// worker gets the call one hand-off sooner); a goroutine calls Recv for
+// the rest, the calls whose chunks are pulled first and CONF_RDMA, and
+// hands on what it returns. The error that ends the connection comes last,
+// once the loop has ended.
 func (c *Conn) Push(deliver func(*rpc.Msg, error)) {
 	if c.req == nil {
+		c.pushMu.Lock()
+		c.callPush = deliver
+		c.pushMu.Unlock()
 		go func() {
 			for {
 				m, err := c.Recv()
+				final := err != nil
+				if final {
+					_, perCall := errors.AsType[*rpc.CallError](err)
+					final = !perCall
+				}
+				if final {
+					// The loop delivers nothing once it has ended.
+					<-c.loopDone
+				}
+				c.pushMu.Lock()
+				if final {
+					c.callPush = nil
+				}
 				deliver(m, err)
-				if err != nil {
-					if _, ok := errors.AsType[*rpc.CallError](err); !ok {
-						return
-					}
+				c.pushMu.Unlock()
+				if final {
+					return
 				}
 			}
 		}()

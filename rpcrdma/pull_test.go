@@ -1,10 +1,12 @@
 package rpcrdma
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,7 +149,8 @@ func TestReadsOfSeveralCallsInFlight(t *testing.T) {
 }
 
 // TestResponderPush: a responder Conn is an rpc.Pusher too; it hands its
-// calls to deliver, and the end of the connection last.
+// calls to deliver, inline ones from the loop and those with read chunks
+// once pulled, one at a time, and the end of the connection last.
 func TestResponderPush(t *testing.T) {
 	ctx := ctxT(t)
 	conn, resp := dialAccept(t, loopback.New(), "", nil, nil)
@@ -156,24 +159,47 @@ func TestResponderPush(t *testing.T) {
 	defer cli.Close()
 	calls := make(chan *rpc.Msg, 1)
 	ended := make(chan error, 1)
+	var active atomic.Int32
+	var over atomic.Bool
 	resp.Push(func(m *rpc.Msg, err error) {
+		if active.Add(1) != 1 {
+			t.Error("deliver called while another call of it runs")
+		}
+		defer active.Add(-1)
+		if over.Load() {
+			t.Errorf("deliver called after the final error (%v, %v)", m, err)
+		}
 		if err != nil {
+			over.Store(true)
 			ended <- err
 			return
 		}
 		calls <- m
 	})
-	done := make(chan error, 1)
-	go func() { done <- cli.Null(ctx, testProg, testVers) }()
-	m := <-calls
-	xid, _, _ := rpc.PeekHeader(m.XDR)
-	rh := rpc.ReplyHeader{XID: xid, Stat: rpc.MsgAccepted, AcceptStat: rpc.Success}
-	if err := resp.Send(ctx, &rpc.Msg{Body: rpc.Body{XDR: rh.Append(nil)}}); err != nil {
-		t.Fatal(err)
+	// An inline call, which the loop delivers itself, and one with a
+	// read chunk, which reaches deliver through Recv once pulled.
+	for _, args := range []rpc.Body{{}, ddpArgs(pattern(4096, 1))} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := cli.Call(ctx, &rpc.Request{Prog: testProg, Vers: testVers, Proc: procSum, Args: args})
+			done <- err
+		}()
+		m := <-calls
+		if len(args.Items) > 0 && (len(m.Items) != 1 || !bytes.Equal(m.Items[0].Data, pattern(4096, 1))) {
+			t.Fatalf("pulled call's items %v, want the 4096 bytes sent", len(m.Items))
+		}
+		xid, _, _ := rpc.PeekHeader(m.XDR)
+		rh := rpc.ReplyHeader{XID: xid, Stat: rpc.MsgAccepted, AcceptStat: rpc.Success}
+		if err := resp.Send(ctx, &rpc.Msg{Body: rpc.Body{XDR: rh.Append(nil)}}); err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
-	m.Release()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if s := resp.Stats(); s.ReadChunks != 1 || s.CallsReceived != 2 {
+		t.Errorf("stats %+v: want 2 calls, one read chunk pulled", s)
 	}
 	resp.Close()
 	select {
