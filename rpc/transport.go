@@ -57,8 +57,11 @@ type Transport interface {
 
 // Pusher is implemented by transports that can hand over what Recv would
 // return by calling a function on their own goroutine, which saves a
-// goroutine hand-off per message: the Client uses it instead of a
-// goroutine blocked in Recv.
+// goroutine hand-off per message: the Client and the Server use it
+// instead of a goroutine blocked in Recv. A transport a Server pushes to
+// must bound what it delivers, as RPC-over-RDMA's credits do: the Server
+// cannot stop it the way it stops calling Recv when MaxInFlight calls
+// run.
 //
 // After Push(deliver), the transport calls deliver for every message and
 // error Recv would have returned, in the same order, one call at a time,
