@@ -513,6 +513,14 @@ func (c *Conn) pushCall(in *inbound) bool {
 	if c.callPush == nil {
 		return false
 	}
+	if c.resp.overrun() {
+		// Recv's queue, which is as long as the receives, drops what
+		// overflows it; this path drops what goes beyond it.
+		c.stats.Dropped.Add(1)
+		c.log.Debug("rpcrdma: call beyond the requester's credits dropped", "xid", in.hdr.XID)
+		in.im.free()
+		return true
+	}
 	if m, ok, _ := c.resp.recvCall(in); ok {
 		// Without read chunks recvCall pulls nothing and so has no
 		// connection error to report; a call it refused is answered.

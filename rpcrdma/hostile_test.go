@@ -625,3 +625,44 @@ func TestAbandonedCallEndsConnection(t *testing.T) {
 		}
 	})
 }
+
+// TestResponderOverrun: a requester that ignores its credits and keeps
+// sending calls its handlers do not answer gets no more than the
+// responder's receives' worth of them passed on; the rest are dropped, so
+// what waits for a handler stays bounded.
+func TestResponderOverrun(t *testing.T) {
+	p, conns := newResponder(t, &Config{Grant: GrantPolicy{Max: 4}})
+	resp := <-conns
+	const calls = 20
+	for i := range uint32(calls) {
+		xid := 0x9000 + i
+		h := wire.Header{XID: xid, Vers: wire.Version1, Credits: 8, Proc: wire.RDMA_MSG}
+		ch := rpc.CallHeader{XID: xid, RPCVers: 2, Prog: testProg, Vers: testVers, Proc: procBlock}
+		msg := ch.Append(h.Append(nil))
+		copy(p.send.Bytes(), msg)
+		if err := p.rc.PostSend(&rdma.WorkRequest{ID: 2000, Op: rdma.OpSend, Local: []rdma.SGE{{MR: p.send, Length: len(msg)}}}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		// Wait for the responder to have taken it (and reposted its
+		// receive) before the next.
+		deadline := time.Now().Add(5 * time.Second)
+		for s := resp.Stats(); s.CallsReceived+s.Dropped < uint64(i+1); s = resp.Stats() {
+			if time.Now().After(deadline) {
+				t.Fatalf("call %d not taken: %+v", i, s)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		p.rc.Poll(p.cs) // the Send's completion
+	}
+	s := resp.Stats()
+	slots := int(GrantPolicy{Max: 4}.Grant(0)) + 2
+	if s.CallsPending > slots || s.CallsReceived > uint64(slots) {
+		t.Errorf("%d calls pending, %d passed on; want at most %d, the receives posted", s.CallsPending, s.CallsReceived, slots)
+	}
+	if s.Dropped != calls-s.CallsReceived {
+		t.Errorf("%d of %d calls dropped, %d passed on", s.Dropped, calls, s.CallsReceived)
+	}
+	if resp.Err() != nil {
+		t.Fatalf("connection ended: %v", resp.Err())
+	}
+}

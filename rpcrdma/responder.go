@@ -40,9 +40,10 @@ type responder struct {
 	c     *Conn
 	grant uint32
 
-	mu      sync.Mutex
-	pending map[uint32]*inCall    // calls received and not yet answered, chained by next for a repeated xid
-	done    map[uint32]*readReply // read-chunk replies awaiting RDMA_DONE
+	mu       sync.Mutex
+	pending  map[uint32]*inCall    // calls received and not yet answered, chained by next for a repeated xid
+	npending int                   // calls in pending
+	done     map[uint32]*readReply // read-chunk replies awaiting RDMA_DONE
 }
 
 // readReply is an RFC 5666 read-chunk reply whose memory stays registered
@@ -123,15 +124,27 @@ func (r *responder) unpend(ic *inCall) {
 		} else {
 			delete(r.pending, ic.xid)
 		}
+		r.npending--
 	default:
 		for p := first; p.next != nil; p = p.next {
 			if p.next == ic {
 				p.next = ic.next
+				r.npending--
 				break
 			}
 		}
 	}
 	ic.next = nil
+}
+
+// overrun reports whether the requester has as many calls unanswered as
+// this responder posts receives, more than any grant of its allows: a
+// requester ignoring its credits. Such calls are dropped rather than
+// passed on, so the calls waiting for a handler stay bounded.
+func (r *responder) overrun() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.npending >= r.c.recvSlots
 }
 
 // onMessage handles a message received by a responder, on the loop. raw
@@ -367,6 +380,7 @@ func (r *responder) addPending(ic *inCall) {
 	} else {
 		r.pending[ic.xid] = ic
 	}
+	r.npending++
 	r.mu.Unlock()
 }
 
@@ -557,6 +571,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 		} else {
 			delete(r.pending, xid)
 		}
+		r.npending--
 	}
 	r.mu.Unlock()
 	if ic == nil {
