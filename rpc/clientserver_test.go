@@ -587,7 +587,13 @@ func TestClientRejectsLongAuth(t *testing.T) {
 
 func TestMaxInFlight(t *testing.T) {
 	checkLeaks(t)
-	h := newPipeHarness(t, &ServerOptions{MaxInFlight: 2}, nil)
+	checkMaxInFlight(t, newPipeHarness(t, &ServerOptions{MaxInFlight: 2}, nil))
+}
+
+// checkMaxInFlight makes six calls that block until released on a server
+// with MaxInFlight 2: two run at once, the other four wait for a slot,
+// and all complete once released.
+func checkMaxInFlight(t *testing.T, h *harness) {
 	var wg sync.WaitGroup
 	for range 6 {
 		wg.Go(func() {
@@ -1291,27 +1297,8 @@ func TestServerOverPusher(t *testing.T) {
 	a, b := memPair()
 	pb := &pushTransport{memTransport: b, t: t, ended: make(chan struct{})}
 	h := newHarness(t, &ServerOptions{MaxInFlight: 2}, a, pb)
-	ctx := ctxTimeout(t, 10*time.Second)
 	h.echo(t, []byte("pushed"), false)
-	var wg sync.WaitGroup
-	for range 6 {
-		wg.Go(func() {
-			if _, err := h.call(ctx, procBlock, Body{}); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	<-h.st.started
-	<-h.st.started
-	time.Sleep(20 * time.Millisecond) // the other four wait for a slot
-	if n := h.st.running.Load(); n != 2 {
-		t.Errorf("%d handlers running, want 2", n)
-	}
-	close(h.st.release)
-	wg.Wait()
-	if m := h.st.maxRunning.Load(); m != 2 {
-		t.Errorf("at most %d handlers ran at once, want 2", m)
-	}
+	checkMaxInFlight(t, h)
 	if pb.pushed.Load() != 1 {
 		t.Fatalf("Push called %d times", pb.pushed.Load())
 	}

@@ -353,16 +353,7 @@ func (s *Server) serveConn(sc *serverConn) error {
 			err = &ConnError{Err: net.ErrClosed}
 			break
 		}
-		if !sc.begin() {
-			<-sc.sem
-			s.stats.dropped.Add(1)
-			continue
-		}
-		select {
-		case sc.work <- m:
-		default:
-			wg.Go(func() { s.worker(sc, m) })
-		}
+		s.dispatch(sc, m, &wg)
 	}
 	return s.endConn(sc, &wg, err)
 }
