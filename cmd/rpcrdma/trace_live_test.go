@@ -37,7 +37,9 @@ import (
 // Wherever both decode a field they must agree, value by value in the
 // order of each direction of each connection: MPA frames, FPDU framing and
 // CRC verdicts, DDP and RDMAP headers, Version One transport headers with
-// every chunk segment and position, and RPC headers. Where only
+// every chunk segment and position, and RPC headers. tshark 4.0 can lose
+// the FPDU framing of a busy direction for good (tsharkLostFraming); that
+// direction is then compared up to where it did. Where only
 // trace decodes (Version Two headers, RFC 8797 private data), its results
 // are checked against the run itself: the bench's own call counts, and the
 // private data bytes tshark shows raw.
@@ -356,6 +358,7 @@ func liveCompare(t *testing.T, events []liveEvent, ts []map[string]string, crcs 
 	dirOf := map[int]liveDir{}
 	var frames []int
 	tseq := map[liveDir]liveSeq{}
+	lost := map[liveDir]int{} // the frame where tshark lost the FPDU framing
 	for _, row := range ts {
 		if row["udp.srcport"] != "" {
 			continue // the capture's probes
@@ -371,6 +374,12 @@ func liveCompare(t *testing.T, events []liveEvent, ts []map[string]string, crcs 
 		frames = append(frames, f)
 		d := liveDir{liveAtoi(m["tcp.stream"]), row["tcp.srcport"]}
 		dirOf[f] = d
+		if _, ok := lost[d]; !ok && tsharkLostFraming(m) {
+			lost[d] = f
+		}
+		if f0, ok := lost[d]; ok && f >= f0 {
+			continue
+		}
 		if tseq[d] == nil {
 			tseq[d] = liveSeq{}
 		}
@@ -404,6 +413,9 @@ func liveCompare(t *testing.T, events []liveEvent, ts []map[string]string, crcs 
 		}
 		_, port, _ := net.SplitHostPort(ev.str("src"))
 		d := liveDir{st, port}
+		if f0, ok := lost[d]; ok && f >= f0 {
+			continue
+		}
 		if oseq[d] == nil {
 			oseq[d] = liveSeq{}
 		}
@@ -429,9 +441,23 @@ func liveCompare(t *testing.T, events []liveEvent, ts []map[string]string, crcs 
 		ourRPC = append(ourRPC, ev)
 	}
 
-	// Field by field, per direction.
+	// Field by field, per direction. Where tshark lost the framing,
+	// both are compared up to the frame where it did; at that cut each
+	// may date the FPDU that spans it differently, so only the values
+	// both have are compared, and there must be enough of them.
+	for d, f0 := range lost {
+		n := 0
+		if v := oseq[d]["iwarp_mpa.ulpdulength"]; v != nil {
+			n = len(v.vals)
+		}
+		t.Logf("stream %d from port %s: tshark lost the FPDU framing at frame %d (it decodes DDP or RDMAP versions other than 1 there; trace decodes the stream without error); compared %d FPDUs before it", d.stream, d.port, f0, n)
+		if n < 100 {
+			t.Errorf("stream %d from port %s: tshark lost the FPDU framing after %d FPDUs, too early for a comparison", d.stream, d.port, n)
+		}
+	}
 	for d, ours := range oseq {
 		th := tseq[d]
+		_, cut := lost[d]
 		for _, k := range liveCompared {
 			o, tt := ours[k], th[k]
 			if o == nil && tt == nil {
@@ -445,7 +471,11 @@ func liveCompare(t *testing.T, events []liveEvent, ts []map[string]string, crcs 
 				t.Errorf("stream %d from port %s: %s: trace has %d values from frame %d on, tshark none", d.stream, d.port, k, len(o.vals), o.frames[0])
 				continue
 			}
-			for i := range max(len(o.vals), len(tt.vals)) {
+			n := max(len(o.vals), len(tt.vals))
+			if cut {
+				n = min(len(o.vals), len(tt.vals))
+			}
+			for i := range n {
 				if i >= len(o.vals) || i >= len(tt.vals) || o.vals[i] != tt.vals[i] {
 					t.Errorf("stream %d from port %s: %s #%d: tshark %s, trace %s", d.stream, d.port, k, i, tt.at(i), o.at(i))
 					break
@@ -464,8 +494,11 @@ func liveCompare(t *testing.T, events []liveEvent, ts []map[string]string, crcs 
 	// when segments were out of order, or when the call travels in read
 	// chunks (tshark dissects it in the last RDMA Read Response).
 	for _, ev := range ourRPC {
-		rpcs++
 		f := int(ev.num("frame"))
+		if f0, ok := lost[dirOf[f]]; ok && f >= f0 {
+			continue
+		}
+		rpcs++
 		reads, _ := ev.get("rpcrdma.reads")
 		later := ev.str("rpc.msg_type") == "CALL" && len(reads.([]any)) > 0
 		found := false
@@ -487,7 +520,11 @@ func liveCompare(t *testing.T, events []liveEvent, ts []map[string]string, crcs 
 	// direction.
 	tcrc := map[liveDir][]capture.Showname{}
 	for _, c := range crcs {
-		tcrc[dirOf[c.Frame]] = append(tcrc[dirOf[c.Frame]], c)
+		d := dirOf[c.Frame]
+		if f0, ok := lost[d]; ok && c.Frame >= f0 {
+			continue
+		}
+		tcrc[d] = append(tcrc[d], c)
 	}
 	checked := 0
 	for _, ev := range events {
@@ -497,6 +534,9 @@ func liveCompare(t *testing.T, events []liveEvent, ts []map[string]string, crcs 
 		}
 		f := int(ev.num("frame"))
 		d := dirOf[f]
+		if f0, ok := lost[d]; ok && f >= f0 {
+			continue
+		}
 		if len(tcrc[d]) == 0 {
 			t.Errorf("frame %d: trace checked a CRC, tshark did not", f)
 			continue
@@ -529,6 +569,24 @@ func liveCompare(t *testing.T, events []liveEvent, ts []map[string]string, crcs 
 		t.Errorf("compared %d Version One headers and %d RPC headers, want 14 and 10", headers, rpcs)
 	}
 	return streams
+}
+
+// tsharkLostFraming reports whether tshark's fields for a frame show it
+// dissecting bytes that are not an FPDU header as one: a DDP or RDMAP
+// version other than 1, which no iWARP sender puts on the wire. tshark
+// 4.0 does that when an FPDU that spans TCP segments ends in one cut short
+// by a full receive window (seen in about one run in six under load, from
+// then on in that direction); trace, reading the same bytes, finds every
+// FPDU whole.
+func tsharkLostFraming(m map[string][]string) bool {
+	for _, k := range []string{"iwarp_ddp.dv", "iwarp_rdma.version"} {
+		for _, v := range m[k] {
+			if v != "1" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func liveAtoi(v []string) int {
