@@ -26,8 +26,9 @@ import (
 // completes send-queue work. It never blocks on the send queue; everything
 // that posts sends (calls, replies, RDMA Reads of a call's chunks, error
 // replies) runs on the goroutine of Send or Recv, or on a short-lived
-// goroutine for the rare RDMA_ERROR. Mutexes guard only the small tables
-// below.
+// goroutine for the rare RDMA_ERROR. A responder's loop hands calls that
+// need no RDMA Read to a pushed deliver function itself (pushCall), which
+// must not block either. Mutexes guard only the small tables below.
 //
 // Buffers. Receives land in one provider-allocated region of equal slots,
 // one per posted receive; each Send is built in a slot of a second region.

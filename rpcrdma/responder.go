@@ -22,8 +22,12 @@ import (
 // every message. Anything it cannot serve is answered at once with
 // RDMA_ERROR (ERR_VERS with the versions served, or ERR_CHUNK /
 // RDMA_ERR_BAD_HEADER), except an RDMA_ERROR, which is never answered, and
-// a message too short to carry an XID, which is dropped. Good calls go to
-// Recv, which checks the call's chunks against it and posts the RDMA Reads
+// a message too short to carry an XID, which is dropped. Once Push has
+// been called (the rpc.Server does), a good call without read chunks goes
+// from the loop straight to deliver (pushCall), unless the requester
+// already has as many calls unanswered as there are receives, a credit
+// overrun, which is dropped. Other good calls go to Recv, which checks the
+// call's chunks against it and posts the RDMA Reads
 // that pull them (as many in flight as the ORD allows, over this call and
 // the calls after it: Recv does not wait for them, the completion loop
 // hands the call back once its last Read is done). The call is rebuilt as
@@ -566,12 +570,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	r.mu.Lock()
 	ic := r.pending[xid]
 	if ic != nil {
-		if ic.next != nil {
-			r.pending[xid] = ic.next
-		} else {
-			delete(r.pending, xid)
-		}
-		r.npending--
+		r.unpend(ic)
 	}
 	r.mu.Unlock()
 	if ic == nil {
