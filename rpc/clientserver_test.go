@@ -948,17 +948,20 @@ func TestBadReplyItems(t *testing.T) {
 func TestCloseWhileFull(t *testing.T) {
 	checkLeaks(t)
 	h := newPipeHarness(t, &ServerOptions{MaxInFlight: 1}, nil)
-	errs := make(chan error, 2)
-	for range 2 {
-		go func() { _, err := h.call(context.Background(), procBlock, Body{}); errs <- err }()
-	}
+	running, waiting := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := h.call(context.Background(), procBlock, Body{}); running <- err }()
 	<-h.st.started
+	go func() { _, err := h.call(context.Background(), procBlock, Body{}); waiting <- err }()
 	time.Sleep(20 * time.Millisecond) // the second call waits for the slot
 	h.srv.Close()
-	for range 2 {
-		if err := <-errs; !errors.Is(err, net.ErrClosed) {
-			t.Errorf("call cut by Close: %v", err)
-		}
+	// The running handler sees its context cancelled; its SYSTEM_ERR
+	// reply may still get out before the transport closes.
+	var ae *AcceptError
+	if err := <-running; !errors.Is(err, net.ErrClosed) && !(errors.As(err, &ae) && ae.Stat == SystemErr) {
+		t.Errorf("running call cut by Close: %v", err)
+	}
+	if err := <-waiting; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("waiting call cut by Close: %v", err)
 	}
 }
 
@@ -1336,5 +1339,62 @@ func TestCloseWhileFullPushed(t *testing.T) {
 	}
 	if n := h.srv.Stats().Dropped; n != 1 {
 		t.Errorf("%d calls dropped, want the one waiting", n)
+	}
+}
+
+// failOnce is a transport whose first Recv fails one message, as an
+// RPC-over-RDMA transport does with a *CallError, before carrying on.
+type failOnce struct {
+	*memTransport
+	first chan error // holds the *CallError until the first Recv
+}
+
+func (f *failOnce) Recv() (*Msg, error) {
+	select {
+	case err := <-f.first:
+		return nil, err
+	default:
+		return f.memTransport.Recv()
+	}
+}
+
+// pushRecv turns a transport into a Pusher that delivers what its Recv
+// returns, going on past a *CallError as Pusher says.
+type pushRecv struct{ Transport }
+
+func (p pushRecv) Push(deliver func(*Msg, error)) {
+	go func() {
+		for {
+			m, err := p.Transport.Recv()
+			deliver(m, err)
+			if _, ok := errors.AsType[*CallError](err); err != nil && !ok {
+				return
+			}
+		}
+	}()
+}
+
+// TestServerCallError: a *CallError from the server's transport fails one
+// message only (Transport.Recv); the Server counts it dropped and goes on
+// serving, whether it receives or is pushed to.
+func TestServerCallError(t *testing.T) {
+	for _, pushed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "recv", true: "pushed"}[pushed], func(t *testing.T) {
+			checkLeaks(t)
+			a, b := memPair()
+			f := &failOnce{memTransport: b, first: make(chan error, 1)}
+			f.first <- &CallError{XID: 7, Err: errTransportRefused}
+			var st Transport = f
+			if pushed {
+				st = pushRecv{f}
+			}
+			h := newHarness(t, nil, a, st)
+			if err := h.cli.Null(ctxTimeout(t, 10*time.Second), testProg, 1); err != nil {
+				t.Fatalf("NULL after the transport failed one message: %v", err)
+			}
+			if n := h.srv.Stats().Dropped; n != 1 {
+				t.Errorf("%d messages dropped, want the one the transport failed", n)
+			}
+		})
 	}
 }

@@ -136,7 +136,7 @@ type ServerOptions struct {
 // ServerStats counts a Server's answers and the messages it dropped.
 type ServerStats struct {
 	Calls        uint64 // calls run by a handler (including the built-in NULL procedures)
-	Dropped      uint64 // messages that were not calls or too malformed to answer, and calls that came while the transport was closing
+	Dropped      uint64 // messages that were not calls or too malformed to answer, calls that came while the transport was closing, and messages the transport failed alone (*CallError)
 	RPCMismatch  uint64 // calls denied with RPC_MISMATCH
 	AuthError    uint64 // calls denied with AUTH_ERROR
 	ProgUnavail  uint64 // PROG_UNAVAIL answers
@@ -342,6 +342,12 @@ func (s *Server) serveConn(sc *serverConn) error {
 	for {
 		m, rerr := sc.t.Recv()
 		if rerr != nil {
+			if _, ok := errors.AsType[*CallError](rerr); ok {
+				// The transport dropped one message; it carries on
+				// (Transport.Recv).
+				s.stats.dropped.Add(1)
+				continue
+			}
 			err = rerr
 			break
 		}
