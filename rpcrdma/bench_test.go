@@ -59,7 +59,12 @@ func BenchmarkPaths(b *testing.B) {
 				}
 			}
 			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+			for _, q := range []struct {
+				name string
+				frac float64
+			}{{"p25-ns", 0.25}, {"p50-ns", 0.5}, {"p75-ns", 0.75}, {"p90-ns", 0.9}} {
+				b.ReportMetric(float64(lat[int(q.frac*float64(len(lat)))].Nanoseconds()), q.name)
+			}
 		})
 		b.Run("NULL-64-outstanding/"+tr, func(b *testing.B) {
 			b.ReportAllocs()

@@ -99,6 +99,16 @@ type Config struct {
 	// negative: wait for ever.
 	AbandonTimeout time.Duration
 
+	// BackwardCredits turns on the backward direction (RFC 8167): calls
+	// from the responder to the requester on the same connection, which
+	// Conn.Backchannel carries. On a requester it is the number of
+	// backward calls it takes at once: it posts that many more receives
+	// and grants that many backward credits. On a responder it is the
+	// most backward calls it has outstanding: it posts a receive for the
+	// reply to each. Zero, the default, leaves the backward direction
+	// off: a requester drops backward calls and Conn.Backchannel is nil.
+	BackwardCredits uint32
+
 	// Limits bounds what a peer's transport headers may contain; zero
 	// fields take wire's defaults. MaxHeaderSize is always set from the
 	// negotiated inline size.

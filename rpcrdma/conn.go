@@ -89,8 +89,9 @@ type Conn struct {
 
 	stats counters
 
-	req  *requester // nil on a responder
-	resp *responder // nil on a requester
+	req  *requester   // nil on a responder
+	resp *responder   // nil on a requester
+	bc   *Backchannel // nil unless Config.BackwardCredits is set
 }
 
 // sendSlot is the reusable state of one send buffer: providers do not
@@ -138,6 +139,8 @@ type counters struct {
 	RemoteInvalid   atomic.Uint64    // STags the peer invalidated with Send With Invalidate
 	VersionFallback atomic.Uint64    // calls resent in Version One after ERR_VERS
 	ReadReplies     atomic.Uint64    // RFC 5666 read-chunk replies sent (responder) or pulled (requester)
+	BackwardCalls   atomic.Uint64    // backward-direction calls sent (responder) or received (requester), RFC 8167
+	BackwardReplies atomic.Uint64    // replies to them received (responder) or sent (requester)
 }
 
 func (s *counters) countError(code wire.ErrorCode, sent bool) {
@@ -161,6 +164,7 @@ type StatsSnapshot struct {
 	InlineBytes, ReadChunkBytes, WriteChunkBytes, ReplyChunkBytes uint64
 	ErrorsSent, ErrorsReceived                                    [4]uint64
 	Dropped, RemoteInvalid, VersionFallback, ReadReplies          uint64
+	BackwardCalls, BackwardReplies                                uint64
 	Registered                                                    int64
 	CallsPending                                                  int
 }
@@ -177,6 +181,7 @@ func (c *Conn) Stats() StatsSnapshot {
 		WriteChunkBytes: s.WriteChunkBytes.Load(), ReplyChunkBytes: s.ReplyChunkBytes.Load(),
 		Dropped: s.Dropped.Load(), RemoteInvalid: s.RemoteInvalid.Load(),
 		ReadReplies: s.ReadReplies.Load(), VersionFallback: s.VersionFallback.Load(),
+		BackwardCalls: s.BackwardCalls.Load(), BackwardReplies: s.BackwardReplies.Load(),
 		Registered: s.Registered.Load(),
 	}
 	for i := range s.ErrorsSent {
@@ -668,6 +673,9 @@ func (c *Conn) fail(err error) {
 			c.req.closeAll(c.Err())
 		} else if c.resp != nil {
 			c.resp.closeAll()
+		}
+		if c.bc != nil {
+			c.bc.end(c.Err())
 		}
 	})
 }

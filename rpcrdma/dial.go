@@ -21,7 +21,13 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 	}
 	c := newConn(*cfg, false)
 	c.req = newRequester(c)
-	slots := int(c.cfg.credits()) + 1
+	back := int(c.cfg.BackwardCredits)
+	if back > 0 {
+		c.bc = newBackchannel(c)
+	}
+	// Receives for every reply, one spare, and the backward calls
+	// granted (seed 001 section 2.2.1).
+	slots := int(c.cfg.credits()) + 1 + back
 	rcfg := c.cfg.RDMA
 	rcfg.PrivateData = c.cfg.privateData().Append(nil)
 	rcfg.RecvQueueDepth = max(rcfg.RecvQueueDepth, slots)
@@ -33,7 +39,7 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 	}
 	c.rc = rc
 	// Clamp the credits asked for to the receives actually posted.
-	c.req.credits.max = min(c.req.credits.max, uint32(max(c.recvSlots-1, 1)))
+	c.req.credits.max = min(c.req.credits.max, uint32(max(c.recvSlots-1-back, 1)))
 	c.start()
 	n := c.negV[c.req.version()]
 	c.log.Debug("rpcrdma: connected", "addr", addr, "peer_private_data", n.peerPD, "send_inline", n.sendLimit, "recv_inline", n.recvLimit)
@@ -254,7 +260,14 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest) (*Conn, err
 	c := newConn(l.cfg, true)
 	c.resp = &responder{c: c, pending: make(map[uint32]*inCall), done: make(map[uint32]*readReply)}
 	grantMax := c.cfg.Grant.Grant(^uint32(0))
-	slots := int(grantMax) + 2
+	back := int(c.cfg.BackwardCredits)
+	if back > 0 {
+		c.bc = newBackchannel(c)
+	}
+	// Receives for every call granted, two for messages outside the
+	// credit count, and one per backward call outstanding (seed 001
+	// section 2.2.2).
+	slots := int(grantMax) + 2 + back
 	rcfg := c.cfg.RDMA
 	rcfg.PrivateData = c.cfg.privateData().Append(nil)
 	rcfg.RecvQueueDepth = max(rcfg.RecvQueueDepth, slots)
@@ -265,7 +278,7 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest) (*Conn, err
 		}
 		// Never grant more than the receives posted, less two for
 		// messages outside the credit count (RDMA_DONE, a stray error).
-		c.resp.grant = min(grantMax, uint32(max(c.recvSlots-2, 1)))
+		c.resp.grant = min(grantMax, uint32(max(c.recvSlots-2-back, 1)))
 		return nil
 	}
 	rc, err := req.Accept(ctx, rcfg)

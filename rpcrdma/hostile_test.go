@@ -255,11 +255,12 @@ func FuzzResponder(f *testing.F) {
 	f.Add(hdr(5, 2, 1, 5, 77, 4, 0xdeadbeef))
 	f.Add(hdr(6, 1, 1, 1, 1, 0, 0x100, 64, 0, 0, 0, 0, 0))
 	f.Add([]byte{1, 2, 3})
+	f.Add(hdr(7, 1, 1, 0, 0, 0, 0, 7, 1, 0)) // a backward reply to no call (RFC 8167)
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		if len(msg) > 4096 {
 			return
 		}
-		p, conns := newResponder(t, nil)
+		p, conns := newResponder(t, &Config{BackwardCredits: 2})
 		c := <-conns
 		// ended waits for the responder connection to end, as it must
 		// when the raw side can no longer post.
@@ -472,11 +473,14 @@ func FuzzRequester(f *testing.F) {
 	f.Add(v1(0, 1, 1, 0, 77, 8, 0, 0, 0, 0, 0))           // a read chunk in a reply
 	f.Add(append(v1(0, 0, 0, 0), 0, 0, 0, 0, 0, 0, 0, 1)) // a payload with another XID
 	f.Add([]byte{0, 0, 0, 0, 1})
+	f.Add(append(v1(0, 0, 0, 0), 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 2)) // a backward call (RFC 8167)
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		if len(msg) > rawSize || len(msg) < 4 {
 			return
 		}
-		r := newRawResponder(t, nil)
+		// The backward direction is on, so backward calls are parsed
+		// and queued too.
+		r := newRawResponder(t, &Config{BackwardCredits: 2})
 		result := make([]byte, 64)
 		done := make(chan error, 1)
 		go func() {
@@ -502,9 +506,9 @@ func FuzzRequester(f *testing.F) {
 			return
 		case <-time.After(time.Second):
 			// Only a message that is not a reply may leave the call
-			// waiting: it is dropped (a backward-direction call, with no
-			// backchannel offered, say), and counted.
-			if r.conn.Stats().Dropped == 0 {
+			// waiting: it is dropped and counted, or it is a backward
+			// call, queued for the Backchannel.
+			if st := r.conn.Stats(); st.Dropped == 0 && st.BackwardCalls == 0 {
 				t.Fatalf("call neither completed nor failed after reply %x", m)
 			}
 			return

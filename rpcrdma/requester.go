@@ -310,10 +310,14 @@ func (r *requester) onMessage(in *inbound, derr error) {
 		}
 		return
 	}
-	if h.Proc == wire.RDMA_MSG && wire.PayloadDirection(in.payload) == wire.DirCall {
-		// A backward-direction call (RFC 8167): not offered on this
-		// connection, so there is no receive budget for it.
-		c.stats.Dropped.Add(1)
+	if wire.PayloadDirection(in.payload) == wire.DirCall {
+		// A backward-direction call (RFC 8167). Without BackwardCredits
+		// there is no receive budget for it.
+		if c.bc != nil {
+			c.bc.onCall(in)
+		} else {
+			c.stats.Dropped.Add(1)
+		}
 		return
 	}
 	lim := c.lim

@@ -148,7 +148,7 @@ func (r *responder) unpend(ic *inCall) {
 func (r *responder) overrun() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.npending >= r.c.recvSlots
+	return r.npending >= r.c.recvSlots-int(r.c.cfg.BackwardCredits)
 }
 
 // onMessage handles a message received by a responder, on the loop. raw
@@ -212,6 +212,16 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		}
 		return
 	}
+	if h.Proc == wire.RDMA_MSG && wire.PayloadDirection(in.payload) == wire.DirReply {
+		// The reply to a backward call (RFC 8167), or nothing we
+		// asked for.
+		if c.bc != nil {
+			c.bc.onReply(in)
+		} else {
+			c.stats.Dropped.Add(1)
+		}
+		return
+	}
 	lim := c.lim
 	lim.MaxHeaderSize = c.recvSize
 	if err := h.Validate(wire.DirCall, lim); err != nil {
@@ -220,10 +230,13 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		return
 	}
 	if h.HasPayload() && wire.PayloadDirection(in.payload) != wire.DirCall {
-		// A reply on the backward channel, which this responder did not
-		// open (RFC 8167), or not an RPC message at all.
+		// Not an RPC call at all.
 		c.stats.Dropped.Add(1)
 		return
+	}
+	if c.bc != nil {
+		// Backward calls go in the version the requester speaks.
+		c.bc.vers.Store(uint32(h.Vers))
 	}
 	in.im = r.newInMsg(in.payload)
 	in.payload, in.borrowed = in.im.payload, false
