@@ -38,7 +38,11 @@ import (
 // The backward direction is off unless Config.BackwardCredits is set on
 // both sides: a requester without it drops backward calls, which it has no
 // receives for. Seed 001 section 2.2.3 leaves it to the upper layer to
-// tell the responder when backward calls may be sent.
+// tell the responder when backward calls may be sent (NFSv4.1 does it with
+// CREATE_SESSION), so the requester has always sent a forward call first.
+// That matters on iWARP: an MPA responder sends nothing before the
+// initiator's first FPDU (RFC 5044 section 7.1.2), so a backward call sent
+// earlier waits, queued, for it.
 
 // Backchannel is the backward direction of a Conn, as an rpc.Transport. On
 // a requester's Conn it is the serving side, for an rpc.Server: Recv
@@ -47,8 +51,10 @@ import (
 // backward calls and Recv returns their replies. Get it with
 // Conn.Backchannel.
 //
-// Close ends the backward direction only; the connection carries on, and
-// its end ends the Backchannel too. Backward messages carry no chunks:
+// Backward calls are for after the requester has said it takes them (see
+// Config.BackwardCredits); on iWARP one sent before the requester's first
+// message waits for it. Close ends the backward direction only; the
+// connection carries on, and its end ends the Backchannel too. Backward messages carry no chunks:
 // DDP-eligible items travel inline and ResultBufs are not used, and a
 // message that does not fit the inline threshold fails its Send with an
 // error naming the sizes.

@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/capture"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rdma/loopback"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
@@ -413,5 +416,117 @@ func TestBackchannelReceives(t *testing.T) {
 	}
 	if n, g := pr.resp.recvSlots, pr.resp.Info().Credits; n != loopback.MaxQueueDepth || g != uint32(n-2-5) {
 		t.Errorf("responder at the provider's depth: %d receives posted, grant %d; want %d and %d", n, g, loopback.MaxQueueDepth, loopback.MaxQueueDepth-7)
+	}
+}
+
+// TestTsharkBackchannel: tshark decodes a backward call on a live iWARP
+// connection as an RPC call from the responder's port, carried in an
+// RDMA_MSG with empty chunk lists, and matches it to the requester's reply,
+// every CRC good.
+func TestTsharkBackchannel(t *testing.T) {
+	ctx := ctxT(t)
+	l, err := Listen(ctx, newIWARP(t), "127.0.0.1:0", &Config{BackwardCredits: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	c := capture.Start(t, port)
+	accepted := make(chan *Conn, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	cp, err := iwarp.New(iwarp.Options{CRC: iwarp.CRCRequire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := Dial(ctx, cp, l.Addr().String(), &Config{BackwardCredits: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := <-accepted
+	if resp == nil {
+		t.FailNow()
+	}
+	srv, backSrv := testServer(), testServer()
+	go srv.Serve(resp)
+	go backSrv.Serve(conn.Backchannel())
+	cli, backCli := rpc.NewClient(conn), rpc.NewClient(resp.Backchannel())
+	if err := cli.Null(ctx, testProg, testVers); err != nil {
+		t.Fatal(err)
+	}
+	small := pattern(100, 1)
+	rep, err := backCli.Call(ctx, &rpc.Request{Prog: testProg, Vers: testVers, Proc: procSum, Args: ddpArgs(small)})
+	checkSum(t, rep, err, small)
+	backCli.Close()
+	cli.Close()
+	backSrv.Close()
+	srv.Close()
+	conn.Close()
+	resp.Close()
+	path := c.Stop()
+	if d := c.Dropped(); d > 0 {
+		t.Skipf("the kernel dropped %d packets (machine too busy); the capture is incomplete", d)
+	}
+
+	var rows []map[string]string
+	for _, row := range capture.Fields(t, path, "frame.number", "tcp.srcport", "udp.srcport", "rpcordma.xid", "rpcordma.msg_type",
+		"rpcordma.reads_count", "rpcordma.writes_count", "rpcordma.reply_count",
+		"rpc.xid", "rpc.msgtyp", "rpc.program", "rpc.procedure", "rpc.repframe", "rpc.reqframe") {
+		if row["udp.srcport"] == "" {
+			rows = append(rows, row)
+		}
+	}
+	defer func() {
+		if t.Failed() {
+			for _, r := range rows {
+				t.Logf("%v", r)
+			}
+		}
+	}()
+	srvPort := strconv.Itoa(port)
+	var back map[string]string
+	for _, r := range rows {
+		if r["rpc.msgtyp"] == "0" && r["tcp.srcport"] == srvPort {
+			if back != nil {
+				t.Errorf("frame %s: a second call from the responder", r["frame.number"])
+			}
+			back = r
+		}
+	}
+	if back == nil {
+		t.Fatal("tshark shows no call from the responder's port")
+	}
+	first := func(v string) string { return strings.Split(v, ",")[0] }
+	if first(back["rpc.program"]) != strconv.Itoa(testProg) || first(back["rpc.procedure"]) != strconv.Itoa(procSum) {
+		t.Errorf("backward call: program %s procedure %s, want %d %d", back["rpc.program"], back["rpc.procedure"], testProg, procSum)
+	}
+	if back["rpcordma.msg_type"] != "0" || back["rpcordma.reads_count"] != "0" || back["rpcordma.writes_count"] != "0" || back["rpcordma.reply_count"] != "0" {
+		t.Errorf("backward call header: %v, want RDMA_MSG with no chunks", back)
+	}
+	if back["rpcordma.xid"] != back["rpc.xid"] {
+		t.Errorf("backward call: rpcordma.xid %s, rpc.xid %s", back["rpcordma.xid"], back["rpc.xid"])
+	}
+	var reply map[string]string
+	for _, r := range rows {
+		// On a call, tshark's "Reply In" is rpc.reqframe.
+		if r["frame.number"] == back["rpc.reqframe"] {
+			reply = r
+		}
+	}
+	switch {
+	case reply == nil:
+		t.Errorf("backward call (frame %s) not matched to a reply", back["frame.number"])
+	case reply["tcp.srcport"] == srvPort || reply["rpc.msgtyp"] != "1" || reply["rpc.xid"] != back["rpc.xid"] || reply["rpcordma.msg_type"] != "0":
+		t.Errorf("backward reply: %v", reply)
+	}
+	for _, cr := range capture.Shownames(t, path, "iwarp_mpa.crc_check") {
+		if !strings.Contains(cr.Showname, "(Good CRC32)") {
+			t.Errorf("frame %d: %s", cr.Frame, cr.Showname)
+		}
 	}
 }

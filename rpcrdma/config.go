@@ -107,6 +107,8 @@ type Config struct {
 	// most backward calls it has outstanding: it posts a receive for the
 	// reply to each. Zero, the default, leaves the backward direction
 	// off: a requester drops backward calls and Conn.Backchannel is nil.
+	// A responder learns that a requester takes backward calls from the
+	// upper layer (RFC 8167 section 2.2.3), and sends none before it has.
 	BackwardCredits uint32
 
 	// Limits bounds what a peer's transport headers may contain; zero

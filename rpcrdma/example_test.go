@@ -58,3 +58,76 @@ func ExampleServe() {
 	<-served
 	// Output: server received 262144 bytes; read chunks: 1
 }
+
+// Call the client back over the connection it opened (RFC 8167), as an
+// NFSv4.1 server sends callbacks: both sides set BackwardCredits, the
+// client serves a program on its Conn's Backchannel and the server calls
+// it through its own, once the client has said it is ready (here with a
+// forward call; NFSv4.1 uses CREATE_SESSION).
+func ExampleConn_Backchannel() {
+	const prog, vers, procHello = 0x20000042, 1, 1
+	const cbProg, cbVers, cbRecall = 0x40000000, 1, 1
+	ctx := context.Background()
+
+	p, err := iwarp.New(iwarp.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	l, err := rpcrdma.Listen(ctx, p, "127.0.0.1:0", &rpcrdma.Config{BackwardCredits: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ready := make(chan struct{})
+	srv := rpc.NewServer(nil)
+	srv.Handle(prog, vers, procHello, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+		close(ready)
+		return rpc.Body{}, nil
+	})
+	accepted := make(chan *rpcrdma.Conn, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		accepted <- c
+		srv.Serve(c)
+	}()
+
+	// The client: a callback service on its connection's backchannel,
+	// then a forward call to say it is there.
+	conn, err := rpcrdma.Dial(ctx, p, l.Addr().String(), &rpcrdma.Config{BackwardCredits: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cb := rpc.NewServer(nil)
+	cb.Handle(cbProg, cbVers, cbRecall, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+		d := c.Decoder()
+		fmt.Println("client: recall of", d.Str(64))
+		return rpc.Body{}, d.Done()
+	})
+	go cb.Serve(conn.Backchannel())
+	cli := rpc.NewClient(conn)
+	if _, err := cli.Call(ctx, &rpc.Request{Prog: prog, Vers: vers, Proc: procHello}); err != nil {
+		log.Fatal(err)
+	}
+
+	// The server: a call to the client on the connection it accepted.
+	sc := <-accepted
+	<-ready
+	back := rpc.NewClient(sc.Backchannel())
+	args := rpc.Body{XDR: xdr.AppendString(nil, "file-17")}
+	if _, err := back.Call(ctx, &rpc.Request{Prog: cbProg, Vers: cbVers, Proc: cbRecall, Args: args}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("server: backward calls sent:", sc.Stats().BackwardCalls)
+
+	back.Close()
+	cli.Close()
+	cb.Close()
+	srv.Close()
+	conn.Close()
+	l.Close()
+	// Output:
+	// client: recall of file-17
+	// server: backward calls sent: 1
+}
