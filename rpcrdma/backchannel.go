@@ -53,11 +53,14 @@ import (
 //
 // Backward calls are for after the requester has said it takes them (see
 // Config.BackwardCredits); on iWARP one sent before the requester's first
-// message waits for it. Close ends the backward direction only; the
-// connection carries on, and its end ends the Backchannel too. Backward messages carry no chunks:
-// DDP-eligible items travel inline and ResultBufs are not used, and a
-// message that does not fit the inline threshold fails its Send with an
-// error naming the sizes.
+// message waits for it. A backward call its caller gives up on keeps its
+// backward credit until its reply arrives, since the requester still
+// counts it. Backward messages carry no chunks: DDP-eligible items travel
+// inline and ResultBufs are not used, and a message that does not fit the
+// inline threshold fails its Send with an error naming the sizes.
+//
+// Close ends the backward direction only; the connection carries on, and
+// its end ends the Backchannel too.
 type Backchannel struct {
 	c       *Conn
 	credits uint32 // Config.BackwardCredits
