@@ -802,6 +802,7 @@ type memTransport struct {
 	mu       sync.Mutex
 	results  map[uint32][][]byte // ResultBufs of calls sent, by xid
 	canceled []uint32
+	release  func() // if set, the Release of every message Recv returns
 }
 
 func memPair() (*memTransport, *memTransport) {
@@ -849,6 +850,7 @@ func (t *memTransport) Recv() (*Msg, error) {
 				}
 			}
 		}
+		m.Release = t.release
 		return m, nil
 	case <-t.done:
 		return nil, &ConnError{Err: net.ErrClosed}
@@ -1313,6 +1315,8 @@ func TestServerOverPusher(t *testing.T) {
 func TestCloseWhileFullPushed(t *testing.T) {
 	checkLeaks(t)
 	a, b := memPair()
+	var released atomic.Int32
+	b.release = func() { released.Add(1) }
 	pb := &pushTransport{memTransport: b, t: t, ended: make(chan struct{})}
 	h := newHarness(t, &ServerOptions{MaxInFlight: 1}, a, pb)
 	running, waiting := make(chan error, 1), make(chan error, 1)
@@ -1339,6 +1343,14 @@ func TestCloseWhileFullPushed(t *testing.T) {
 	}
 	if n := h.srv.Stats().Dropped; n != 1 {
 		t.Errorf("%d calls dropped, want the one waiting", n)
+	}
+	// Both calls go back to the transport, the dropped one too.
+	deadline := time.Now().Add(5 * time.Second)
+	for released.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := released.Load(); n != 2 {
+		t.Errorf("%d calls released to the transport, want 2", n)
 	}
 }
 

@@ -356,6 +356,7 @@ func (s *Server) serveConn(sc *serverConn) error {
 		case <-ctx.Done(): // Close, while MaxInFlight calls run
 		}
 		if ctx.Err() != nil {
+			release(m) // not run: Close
 			err = &ConnError{Err: net.ErrClosed}
 			break
 		}
@@ -402,6 +403,7 @@ func (s *Server) servePushed(sc *serverConn, p Pusher, wg *sync.WaitGroup) error
 				// The transport has ended, or Close: nothing could
 				// carry the reply.
 				s.stats.dropped.Add(1)
+				release(m)
 			})
 		}
 	})
@@ -417,6 +419,7 @@ func (s *Server) dispatch(sc *serverConn, m *Msg, wg *sync.WaitGroup) {
 	if !sc.begin() {
 		<-sc.sem
 		s.stats.dropped.Add(1)
+		release(m)
 		return
 	}
 	select {

@@ -15,7 +15,8 @@ type Msg struct {
 	ReplyBuf []byte
 	// Release, when a transport sets it on a message it returns from Recv,
 	// gives the message back to the transport. The Server calls it once
-	// the call's handler has returned and its reply has been sent, so a
+	// the call's handler has returned and its reply has been sent, or
+	// once it has dropped the call (while closing), so a
 	// handler must not keep Call.Args (or slices of it) after it returns;
 	// copy what it needs: the transport reuses that memory. The Client
 	// calls it once it is done with a reply: it has taken the results or
