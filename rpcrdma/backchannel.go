@@ -65,7 +65,7 @@ type Backchannel struct {
 	c       *Conn
 	credits uint32 // Config.BackwardCredits
 
-	incoming  chan *rpc.Msg // backward calls (requester) or replies (responder)
+	incoming  chan bcIn // backward calls (requester) or replies (responder)
 	closed    chan struct{}
 	closeOnce sync.Once
 
@@ -82,6 +82,13 @@ type Backchannel struct {
 	vers atomic.Uint32 // responder: the version backward calls go in
 }
 
+// bcIn is what Recv returns: a message, or a *rpc.CallError failing one
+// backward call.
+type bcIn struct {
+	m   *rpc.Msg
+	err error
+}
+
 // bcCall is a backward call a requester has received.
 type bcCall struct {
 	bc       *Backchannel
@@ -96,7 +103,7 @@ func newBackchannel(c *Conn) *Backchannel {
 	b := &Backchannel{
 		c:        c,
 		credits:  n,
-		incoming: make(chan *rpc.Msg, n),
+		incoming: make(chan bcIn, n),
 		closed:   make(chan struct{}),
 		calls:    make(map[uint32][]*bcCall),
 		sent:     make(map[uint32][]wire.Version),
@@ -125,23 +132,24 @@ func (b *Backchannel) Close() error {
 }
 
 // Recv returns the next backward call (on a requester's Conn) or the reply
-// to a backward call (on a responder's). It implements rpc.Transport.
+// to a backward call (on a responder's), or a *rpc.CallError failing a
+// backward call whose reply broke the rules. It implements rpc.Transport.
 func (b *Backchannel) Recv() (*rpc.Msg, error) {
 	select {
-	case m := <-b.incoming:
-		return m, nil
+	case in := <-b.incoming:
+		return in.m, in.err
 	default:
 	}
 	select {
-	case m := <-b.incoming:
-		return m, nil
+	case in := <-b.incoming:
+		return in.m, in.err
 	case <-b.closed:
 		return nil, errBackClosed
 	case <-b.c.done:
 		// What arrived before the end is delivered first.
 		select {
-		case m := <-b.incoming:
-			return m, nil
+		case in := <-b.incoming:
+			return in.m, in.err
 		default:
 			return nil, b.c.Err()
 		}
@@ -298,7 +306,7 @@ func (b *Backchannel) onCall(in *inbound) {
 	b.mu.Unlock()
 	c.stats.BackwardCalls.Add(1)
 	// npending bounds what is queued, and incoming holds that many.
-	b.incoming <- &bc.msg
+	b.incoming <- bcIn{m: &bc.msg}
 }
 
 // release is the Msg.Release of a backward call: a call the server dropped
@@ -315,8 +323,9 @@ func (bc *bcCall) release() {
 
 // onReply takes the reply to a backward call a responder received, on the
 // loop: it updates the backward grant, returns the call's credit and
-// queues the reply for Recv. A reply to no backward call of ours, or not
-// in the version of the call, is dropped.
+// queues the reply for Recv, or an error failing the call if the RPC reply
+// inside does not carry the call's XID. A reply to no backward call of
+// ours, or not in the version of the call, is dropped.
 func (b *Backchannel) onReply(in *inbound) {
 	c := b.c
 	h := &in.hdr
@@ -333,9 +342,14 @@ func (b *Backchannel) onReply(in *inbound) {
 	}
 	b.window.release()
 	c.stats.BackwardReplies.Add(1)
-	m := &rpc.Msg{Body: rpc.Body{XDR: clone(in.payload)}}
+	bi := bcIn{m: &rpc.Msg{Body: rpc.Body{XDR: clone(in.payload)}}}
+	if len(in.payload) < 4 || binary.BigEndian.Uint32(in.payload) != h.XID {
+		// The requester answered the call (its credit is back), but
+		// not with an RPC reply to it (RFC 8166 section 4.2.1).
+		bi = bcIn{err: &rpc.CallError{XID: h.XID, Err: fmt.Errorf("rpcrdma: backward reply to xid %#x does not carry the call's RPC XID", h.XID)}}
+	}
 	select {
-	case b.incoming <- m:
+	case b.incoming <- bi:
 	default:
 		// Not reachable: at most credits replies are outstanding, and
 		// incoming holds that many.

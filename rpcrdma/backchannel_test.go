@@ -3,6 +3,7 @@ package rpcrdma
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"strconv"
@@ -529,4 +530,95 @@ func TestTsharkBackchannel(t *testing.T) {
 			t.Errorf("frame %d: %s", cr.Frame, cr.Showname)
 		}
 	}
+}
+
+// FuzzBackwardReply answers a backward call with an arbitrary message
+// whose first word is the call's XID: the responder must not crash; the
+// call must end (with a reply or an error), or the message be dropped and
+// counted, or the connection end; and while the connection lives, a
+// well-formed reply to the call still outstanding must complete it, so no
+// credit is lost.
+func FuzzBackwardReply(f *testing.F) {
+	v1 := func(proc uint32, words ...uint32) []byte { return hdr(0, append([]uint32{1, 2, proc}, words...)...) }
+	reply := func(words ...uint32) []byte { return append(v1(0, 0, 0, 0), hdr(0, words...)...) }
+	f.Add(reply(1, 0, 0, 0, 0))                                     // a NULL reply (xid filled in)
+	f.Add(reply(0, 2))                                              // a call, not a reply
+	f.Add(append(v1(0, 1, 1, 1, 5, 64, 0, 0, 0, 0, 0), 0, 0, 0, 1)) // chunk lists
+	f.Add(hdr(0, 2, 2, 0, 0, 0, 0, 0, 1, 0))                        // Version Two
+	f.Add(v1(4, 2))                                                 // RDMA_ERROR
+	f.Add([]byte{0, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		if len(msg) > 4096 || len(msg) < 4 {
+			return
+		}
+		p, conns := newResponder(t, &Config{BackwardCredits: 2})
+		c := <-conns
+		cli := rpc.NewClient(c.Backchannel())
+		defer cli.Close()
+		done := make(chan error, 2)
+		call := func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			done <- cli.Null(ctx, testProg, testVers)
+		}
+		go call()
+		got := p.receive(5 * time.Second)
+		if len(got) < 4 {
+			t.Fatal("no backward call arrived")
+		}
+		xid := binary.BigEndian.Uint32(got)
+		m := append([]byte(nil), msg...)
+		binary.BigEndian.PutUint32(m, xid)
+		if _, err := p.tryExchange(m, time.Millisecond); err != nil {
+			return
+		}
+		// Wait for the call to end, or for the message to be counted as
+		// something else: dropped, or taken for a forward call (and
+		// answered, refused or dropped there).
+		handled := func() bool {
+			st := c.Stats()
+			return st.Dropped != 0 || st.CallsReceived != 0 || st.ErrorsSent != [4]uint64{}
+		}
+		pending := false
+		for deadline := time.Now().Add(2 * time.Second); !pending; {
+			select {
+			case <-done:
+			case <-c.Done():
+				return
+			default:
+				if pending = handled(); !pending {
+					if time.Now().After(deadline) {
+						t.Fatalf("backward call neither ended nor was the message dropped after %x", m)
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+				continue
+			}
+			break
+		}
+		if c.Err() != nil {
+			return
+		}
+		if !pending {
+			// The first call ended: a second must get its credit.
+			go call()
+			if got = p.receive(5 * time.Second); len(got) < 4 {
+				t.Fatalf("no second backward call after %x", m)
+			}
+			xid = binary.BigEndian.Uint32(got)
+		}
+		h := wire.Header{XID: xid, Vers: wire.Version1, Credits: 2, Proc: wire.RDMA_MSG}
+		rh := rpc.ReplyHeader{XID: xid, Stat: rpc.MsgAccepted, AcceptStat: rpc.Success}
+		if _, err := p.tryExchange(rh.Append(h.Append(nil)), time.Millisecond); err != nil {
+			return
+		}
+		select {
+		case err := <-done:
+			if err != nil && c.Err() == nil {
+				t.Fatalf("backward NULL after %x: %v", m, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("backward NULL after %x did not complete", m)
+		}
+	})
 }

@@ -438,7 +438,7 @@ func newRawResponder(t testing.TB, cfg *Config) *rawResponder {
 }
 
 // receive returns the next message the requester sent, within wait.
-func (r *rawResponder) receive(wait time.Duration) []byte {
+func (r *rawPeer) receive(wait time.Duration) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	for {
