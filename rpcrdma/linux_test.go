@@ -179,6 +179,10 @@ func TestLinuxNFS(t *testing.T) {
 		{"v2-falls-back", iwarp.Options{}, rpcrdma.Config{Versions: []wire.Version{1, 2}}},
 		{"long-calls", iwarp.Options{}, rpcrdma.Config{DDPThreshold: 1 << 30}},
 		{"no-remote-invalidation", iwarp.Options{}, rpcrdma.Config{NoRemoteInvalidation: true}},
+		// FPDUs for a 536-byte MSS: the 1 MiB chunks go in thousands,
+		// which siw reassembles (TestLinuxMultiFPDUSend does the same
+		// for a Send).
+		{"small-fpdus", iwarp.Options{MSS: 536, CRC: iwarp.CRCRequire}, rpcrdma.Config{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, cli := dialLinux(t, tc.o, &tc.cfg)
@@ -297,6 +301,52 @@ func TestLinuxNFS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLinuxMultiFPDUSend: knfsd reassembles an inline call that our
+// provider sends in several FPDUs (a 536-byte MSS), CRC on, and its data
+// reads back. The lab README lists multi-FPDU Sends towards the kernel as
+// untested: all our other calls fit one FPDU.
+func TestLinuxMultiFPDUSend(t *testing.T) {
+	conn, cli := dialLinux(t, iwarp.Options{MSS: 536, CRC: iwarp.CRCRequire}, &rpcrdma.Config{DDPThreshold: 8192})
+	mulpdu := conn.RDMA().(*iwarp.Conn).MULPDU()
+	const size = 3000
+	if mulpdu >= size {
+		t.Fatalf("MULPDU %d: a %d-byte Send would fit one FPDU", mulpdu, size)
+	}
+	fh := lookup(t, cli, rootFH(t, cli), "hello.txt")
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*13 + 1)
+	}
+	var w rpc.Body
+	w.XDR = xdr.AppendOpaque(w.XDR, fh)
+	w.XDR = xdr.AppendUint64(w.XDR, 0)
+	w.XDR = xdr.AppendUint32(w.XDR, size)
+	w.XDR = xdr.AppendUint32(w.XDR, 2) // FILE_SYNC
+	w.AppendDDPOpaque(data)            // inline: below DDPThreshold
+	d := nfsCall(t, cli, 3, nfs3Write, w, nil, 0)
+	if st := d.Uint32(); st != 0 {
+		t.Fatalf("WRITE: status %d", st)
+	}
+	var r rpc.Body
+	r.XDR = xdr.AppendOpaque(r.XDR, fh)
+	r.XDR = xdr.AppendUint64(r.XDR, 0)
+	r.XDR = xdr.AppendUint32(r.XDR, size)
+	d = nfsCall(t, cli, 3, nfs3Read, r, nil, 0) // an inline reply
+	if st := d.Uint32(); st != 0 {
+		t.Fatalf("READ: status %d", st)
+	}
+	skipPostOpAttr(d)
+	d.Uint32() // count
+	d.Bool()   // eof
+	if got := d.Opaque(size); d.Err() != nil || !bytes.Equal(got, data) {
+		t.Fatalf("READ: %d bytes back, equal %v, %v", len(got), bytes.Equal(got, data), d.Err())
+	}
+	if s := conn.Stats(); s.ReadChunks != 0 || s.WriteChunks != 0 || s.InlineBytes < size {
+		t.Errorf("not inline both ways: %+v", s)
+	}
+	t.Logf("a %d-byte WRITE sent in FPDUs of at most %d bytes", size, mulpdu)
 }
 
 // TestLinuxRejectsRevision1: knfsd refuses MPA revision 1 (lab README);
