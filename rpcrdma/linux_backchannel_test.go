@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
@@ -188,8 +187,8 @@ func (s *session41) sequenceResult(d *rpc.BodyDecoder) uint32 {
 func TestLinuxBackchannel(t *testing.T) {
 	conn, cli := dialLinux(t, iwarp.Options{}, &rpcrdma.Config{BackwardCredits: 4})
 	name := fmt.Sprintf("deleg-%d.txt", time.Now().UnixNano())
-	if out, err := guest(fmt.Sprintf("echo hello > /export/%s", name)); err != nil {
-		t.Fatalf("creating /export/%s in the guest: %v\n%s", name, err, out)
+	if out, rc := lab.Run(t, fmt.Sprintf("echo hello > /export/%s", name), lab.CmdTimeout); rc != 0 {
+		t.Fatalf("creating /export/%s in the guest: exit %d\n%s", name, rc, out)
 	}
 
 	cbs := &cbServer{t: t, recalls: make(chan []byte, 4)}
@@ -283,9 +282,9 @@ func TestLinuxBackchannel(t *testing.T) {
 	// its lease time, 10 s in the lab).
 	wrote := make(chan error, 1)
 	go func() {
-		out, err := guest(fmt.Sprintf("echo more >> /export/%s", name))
-		if err != nil {
-			err = fmt.Errorf("%v: %s", err, out)
+		var err error
+		if out, rc := lab.Run(t, fmt.Sprintf("echo more >> /export/%s", name), lab.CmdTimeout); rc != 0 {
+			err = fmt.Errorf("exit %d: %s", rc, out)
 		}
 		wrote <- err
 	}()
@@ -334,10 +333,4 @@ func TestLinuxBackchannel(t *testing.T) {
 	d = compound41(t, cli, op(nfs4OpDestroyClientID, xdr.AppendUint64(nil, s.clientID)))
 	opResult(t, d, nfs4OpDestroyClientID)
 	t.Logf("delegation recalled over the backchannel: %d backward calls answered", st.BackwardReplies)
-}
-
-// guest runs a shell command in the lab VM.
-func guest(cmd string) ([]byte, error) {
-	ctl := filepath.Join("..", "..", "shared", "lab", "guestctl.py")
-	return exec.Command("python3", ctl, "--timeout", "30", cmd).CombinedOutput()
 }

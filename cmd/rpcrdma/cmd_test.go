@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/internal/benchprog"
+	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
@@ -390,18 +391,9 @@ func TestMetrics(t *testing.T) {
 // (../shared/lab), in Version One and in Version Two falling back to One.
 // It skips when the VM is not running.
 func TestPingKnfsd(t *testing.T) {
-	work := os.Getenv("WORK")
-	if work == "" {
-		work = "/tmp/rpcrdma-lab"
-	}
-	if console, err := os.ReadFile(filepath.Join(work, "console.log")); err != nil || !bytes.Contains(console, []byte("LAB-READY")) {
-		t.Skipf("Linux lab VM not running (%s/console.log has no LAB-READY); boot it with ../shared/lab/30-boot-vm.sh", work)
-	}
-	if pid, err := os.ReadFile(filepath.Join(work, "qemu.pid")); err != nil || exec.Command("kill", "-0", strings.TrimSpace(string(pid))).Run() != nil {
-		t.Skip("Linux lab VM not running (no live qemu.pid)")
-	}
+	lab.Require(t)
 	for _, v := range []string{"1", "2"} {
-		out, errOut, code := rpcrdmaCmd(t, 60*time.Second, "ping", "--prog", "100003", "--vers", "3", "--rpcrdma-version", v, "--count", "2", "--interval", "1ms", "127.0.0.1:20049")
+		out, errOut, code := rpcrdmaCmd(t, 60*time.Second, "ping", "--prog", "100003", "--vers", "3", "--rpcrdma-version", v, "--count", "2", "--interval", "1ms", lab.KnfsdAddr)
 		if code != 0 {
 			t.Fatalf("ping knfsd with --rpcrdma-version %s: exit %d\n%s\n%s", v, code, out, errOut)
 		}

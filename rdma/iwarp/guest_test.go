@@ -7,16 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
@@ -46,115 +42,8 @@ const (
 	guestNFS4Compound  = 1
 	guestNFS4ErrFault  = 10006 // NFS4ERR_SERVERFAULT
 	guestMountTimeout  = 20    // seconds, the guest's timeout(1) on mount
-	guestCtlTimeout    = 60 * time.Second
-	guestServerAddr    = "127.0.0.1:20049" // knfsd, forwarded by qemu
-	guestPeerAddr      = "127.0.0.1:30049" // where guestfwd sends the guest's client
 	guestRPCRDMAHdrLen = 28
 )
-
-// guestLab returns the lab's work directory, or skips the test when the VM
-// is not running. It never probes knfsd's port: a TCP connection without an
-// MPA Request wedges siw's listener.
-func guestLab(t *testing.T) string {
-	t.Helper()
-	work := os.Getenv("WORK")
-	if work == "" {
-		work = "/tmp/rpcrdma-lab"
-	}
-	pid, err := os.ReadFile(filepath.Join(work, "qemu.pid"))
-	if err == nil {
-		var n int
-		if _, err = fmt.Sscan(string(pid), &n); err == nil {
-			err = syscall.Kill(n, 0)
-		}
-	}
-	if err != nil {
-		t.Skipf("Linux lab VM not running (%v); boot it with WORK=%s ../../../shared/lab/30-boot-vm.sh", err, work)
-	}
-	console, _ := os.ReadFile(filepath.Join(work, "console.log"))
-	if !bytes.Contains(console, []byte("LAB-READY")) {
-		t.Skip("Linux lab VM not ready (no LAB-READY on its console)")
-	}
-	return work
-}
-
-var guestEnd = regexp.MustCompile(`__END__ rc=(\d+)\n`)
-
-// guestRun runs cmd in the guest over the lab's command channel (ttyS1 on
-// $WORK/ctl.sock), as guestctl.py does, and returns its output and exit
-// status. It fails the test if the channel does not answer within timeout.
-func guestRun(t *testing.T, work, cmd string, timeout time.Duration) (string, int) {
-	t.Helper()
-	c, err := net.DialTimeout("unix", filepath.Join(work, "ctl.sock"), 5*time.Second)
-	if err != nil {
-		t.Fatalf("guest command channel: %v", err)
-	}
-	defer c.Close()
-	buf := make([]byte, 64<<10)
-	// Drop whatever an earlier, interrupted command left behind.
-	for {
-		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-		if _, err := c.Read(buf); err != nil {
-			break
-		}
-	}
-	c.SetDeadline(time.Now().Add(timeout))
-	if _, err := c.Write([]byte(cmd + "\n")); err != nil {
-		t.Fatalf("guest command %q: %v", cmd, err)
-	}
-	var out []byte
-	for {
-		n, err := c.Read(buf)
-		out = append(out, buf[:n]...)
-		if m := guestEnd.FindSubmatchIndex(out); m != nil {
-			rc, _ := strconv.Atoi(string(out[m[2]:m[3]]))
-			return string(out[:m[0]]), rc
-		}
-		if err != nil {
-			t.Fatalf("guest command %q: %v after %q", cmd, err, out)
-		}
-	}
-}
-
-var dmesgStamp = regexp.MustCompile(`^\[\s*(\d+\.\d+)\]`)
-
-// guestDmesgMark returns the timestamp of the guest kernel's last log line.
-func guestDmesgMark(t *testing.T, work string) float64 {
-	t.Helper()
-	out, _ := guestRun(t, work, "dmesg", guestCtlTimeout)
-	mark := -1.0
-	for line := range strings.Lines(out) {
-		if m := dmesgStamp.FindStringSubmatch(line); m != nil {
-			mark, _ = strconv.ParseFloat(m[1], 64)
-		}
-	}
-	return mark
-}
-
-// guestCheckDmesg fails t if the guest kernel logged a BUG, an Oops or a
-// WARNING after mark, and logs every line it logged since.
-func guestCheckDmesg(t *testing.T, work string, mark float64) {
-	t.Helper()
-	out, _ := guestRun(t, work, "dmesg", guestCtlTimeout)
-	var fresh []string
-	for line := range strings.Lines(out) {
-		m := dmesgStamp.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		if ts, _ := strconv.ParseFloat(m[1], 64); ts <= mark {
-			continue
-		}
-		line = strings.TrimRight(line, "\n")
-		fresh = append(fresh, line)
-		if strings.Contains(line, "BUG:") || strings.Contains(line, "Oops") || strings.Contains(line, "WARNING:") {
-			t.Errorf("guest kernel: %s", line)
-		}
-	}
-	if len(fresh) > 0 {
-		t.Logf("guest dmesg since the case began:\n%s", strings.Join(fresh, "\n"))
-	}
-}
 
 // requestRecorder is an rdma.Provider that lets an iwarp.Provider listen
 // and records the MPA Request of every connection request it hands out.
@@ -259,19 +148,19 @@ var guestClientPD = []byte{0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0x03, 0x03}
 // what is checked is the exchange: an enhanced MPA v2 Request with the
 // client's RFC 8797 private data, accepted, and the NULL call answered.
 func TestGuestClientMount(t *testing.T) {
-	work := guestLab(t)
+	lab.Require(t)
 	rdmatest.CheckGoroutines(t)
-	mark := guestDmesgMark(t, work)
-	defer guestCheckDmesg(t, work, mark)
+	mark := lab.DmesgMark(t)
+	defer lab.CheckDmesg(t, mark)
 
 	ip, err := iwarp.New(iwarp.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &requestRecorder{Provider: ip}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*guestCtlTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*lab.CmdTimeout)
 	defer cancel()
-	l, err := rpcrdma.Listen(ctx, p, guestPeerAddr, nil)
+	l, err := rpcrdma.Listen(ctx, p, lab.PeerAddr, nil)
 	if err != nil {
 		t.Fatalf("listening where the guest's client connects: %v", err)
 	}
@@ -307,7 +196,7 @@ func TestGuestClientMount(t *testing.T) {
 
 	mount := fmt.Sprintf("timeout %d mount -t nfs4 -o vers=4.0,proto=rdma,port=20049 10.0.2.100:/ /mnt; echo mount rc=$?", guestMountTimeout)
 	start := time.Now()
-	out, _ := guestRun(t, work, mount, guestCtlTimeout)
+	out, _ := lab.Run(t, mount, lab.CmdTimeout)
 	t.Logf("guest: %s (%.1fs): %s", mount, time.Since(start).Seconds(), strings.TrimSpace(out))
 	// Whatever the client does next meets a closed port: socat's refusal
 	// is a clean MPA-level failure for siw now that its stderr is muted.
@@ -329,7 +218,7 @@ func TestGuestClientMount(t *testing.T) {
 	close(ops)
 
 	if strings.Contains(out, "mount rc=0") {
-		umount, _ := guestRun(t, work, "umount -f /mnt", guestCtlTimeout)
+		umount, _ := lab.Run(t, "umount -f /mnt", lab.CmdTimeout)
 		t.Errorf("the mount succeeded against a server that fails every COMPOUND: %s", umount)
 	}
 	for _, c := range calls.list() {
@@ -417,10 +306,10 @@ func TestGuestServerNull(t *testing.T) {
 		{"crc=on", iwarp.CRCRequire},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			work := guestLab(t)
+			lab.Require(t)
 			rdmatest.CheckGoroutines(t)
-			mark := guestDmesgMark(t, work)
-			defer guestCheckDmesg(t, work, mark)
+			mark := lab.DmesgMark(t)
+			defer lab.CheckDmesg(t, mark)
 
 			// The default FirstSendDelay covers siw's accept race.
 			p, err := iwarp.New(iwarp.Options{CRC: tc.crc})
@@ -438,9 +327,9 @@ func TestGuestServerNull(t *testing.T) {
 				}
 				return c.PostRecv(1, []rdma.SGE{rdmatest.Whole(recv)})
 			}}
-			rc, err := p.Dial(ctx, guestServerAddr, cfg)
+			rc, err := p.Dial(ctx, lab.KnfsdAddr, cfg)
 			if err != nil {
-				t.Fatalf("dialing knfsd at %s: %v", guestServerAddr, err)
+				t.Fatalf("dialing knfsd at %s: %v", lab.KnfsdAddr, err)
 			}
 			defer rc.Close()
 			c := rc.(*iwarp.Conn)
