@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -33,24 +32,9 @@ const (
 	nfs4Compound    = 1
 )
 
-// labAddr returns the address of knfsd in the lab VM, or skips the test
-// when the VM is not running; RPCRDMA_LAB_ADDR names another knfsd. When
-// the lab's VM is the peer, the test fails if the guest kernel logs a
-// bug, an oops or a warning meanwhile (siw has crashed on malformed input
-// before).
-func labAddr(t *testing.T) string {
-	if addr := os.Getenv("RPCRDMA_LAB_ADDR"); addr != "" {
-		return addr
-	}
-	lab.Require(t)
-	mark := lab.DmesgMark(t)
-	t.Cleanup(func() { lab.CheckDmesg(t, mark) })
-	return lab.KnfsdAddr
-}
-
 func dialLinux(t *testing.T, o iwarp.Options, cfg *rpcrdma.Config) (*rpcrdma.Conn, *rpc.Client) {
 	t.Helper()
-	addr := labAddr(t)
+	addr := lab.Knfsd(t)
 	p, err := iwarp.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +299,7 @@ func TestLinuxMultiFPDUSend(t *testing.T) {
 // TestLinuxRejectsRevision1: knfsd refuses MPA revision 1 (lab README);
 // the dialer sees an MPA reject, not a hang.
 func TestLinuxRejectsRevision1(t *testing.T) {
-	addr := labAddr(t)
+	addr := lab.Knfsd(t)
 	p, err := iwarp.New(iwarp.Options{Revision: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -61,6 +61,20 @@ func Require(t testing.TB) {
 	}
 }
 
+// Knfsd returns the address of knfsd for a test that dials it: the lab
+// VM's (skipping t unless it runs, and failing t if the guest kernel logs a
+// bug, an oops or a warning before t ends), or RPCRDMA_LAB_ADDR's.
+func Knfsd(t testing.TB) string {
+	t.Helper()
+	if addr := os.Getenv("RPCRDMA_LAB_ADDR"); addr != "" {
+		return addr
+	}
+	Require(t)
+	mark := DmesgMark(t)
+	t.Cleanup(func() { CheckDmesg(t, mark) })
+	return KnfsdAddr
+}
+
 var cmdEnd = regexp.MustCompile(`__END__ rc=(\d+)\n`)
 
 // Run runs cmd in the guest's shell over the command channel (ttyS1 on
