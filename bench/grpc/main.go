@@ -40,9 +40,12 @@ const prog, vers = 0x20000099, 1
 // rawCodec passes []byte messages through, so no protobuf is involved.
 type rawCodec struct{}
 
-func (rawCodec) Marshal(v any) ([]byte, error)      { return *v.(*[]byte), nil }
-func (rawCodec) Unmarshal(data []byte, v any) error { *v.(*[]byte) = append((*v.(*[]byte))[:0], data...); return nil }
-func (rawCodec) Name() string                       { return "raw" }
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append((*v.(*[]byte))[:0], data...)
+	return nil
+}
+func (rawCodec) Name() string { return "raw" }
 
 var nullDesc = grpc.ServiceDesc{
 	ServiceName: "bench.Bench",
