@@ -83,10 +83,13 @@ type Backchannel struct {
 }
 
 // bcIn is what Recv returns: a message, or a *rpc.CallError failing one
-// backward call.
+// backward call. A reply (or its error) on a responder holds its call's
+// backward credit until Recv takes it, so replies waiting for Recv never
+// outnumber the credits, nor the room in incoming.
 type bcIn struct {
-	m   *rpc.Msg
-	err error
+	m      *rpc.Msg
+	err    error
+	credit bool
 }
 
 // bcCall is a backward call a requester has received.
@@ -137,23 +140,31 @@ func (b *Backchannel) Close() error {
 func (b *Backchannel) Recv() (*rpc.Msg, error) {
 	select {
 	case in := <-b.incoming:
-		return in.m, in.err
+		return b.take(in)
 	default:
 	}
 	select {
 	case in := <-b.incoming:
-		return in.m, in.err
+		return b.take(in)
 	case <-b.closed:
 		return nil, errBackClosed
 	case <-b.c.done:
 		// What arrived before the end is delivered first.
 		select {
 		case in := <-b.incoming:
-			return in.m, in.err
+			return b.take(in)
 		default:
 			return nil, b.c.Err()
 		}
 	}
+}
+
+// take returns what Recv delivers, giving back the credit a reply held.
+func (b *Backchannel) take(in bcIn) (*rpc.Msg, error) {
+	if in.credit {
+		b.window.release()
+	}
+	return in.m, in.err
 }
 
 // Send sends a backward call (on a responder's Conn), waiting for a
@@ -322,9 +333,9 @@ func (bc *bcCall) release() {
 }
 
 // onReply takes the reply to a backward call a responder received, on the
-// loop: it updates the backward grant, returns the call's credit and
-// queues the reply for Recv, or an error failing the call if the RPC reply
-// inside does not carry the call's XID. A reply to no backward call of
+// loop: it updates the backward grant and queues the reply for Recv, or an
+// error failing the call if the RPC reply inside does not carry the call's
+// XID; the call's credit comes back when Recv takes it. A reply to no backward call of
 // ours, or not in the version of the call, is dropped.
 func (b *Backchannel) onReply(in *inbound) {
 	c := b.c
@@ -340,21 +351,16 @@ func (b *Backchannel) onReply(in *inbound) {
 	if g, err := b.window.update(h.Credits); err != nil {
 		c.log.Warn("rpcrdma: peer granted zero backward credits; using one", "xid", h.XID, "granted", g)
 	}
-	b.window.release()
 	c.stats.BackwardReplies.Add(1)
-	bi := bcIn{m: &rpc.Msg{Body: rpc.Body{XDR: clone(in.payload)}}}
+	bi := bcIn{m: &rpc.Msg{Body: rpc.Body{XDR: clone(in.payload)}}, credit: true}
 	if len(in.payload) < 4 || binary.BigEndian.Uint32(in.payload) != h.XID {
-		// The requester answered the call (its credit is back), but
-		// not with an RPC reply to it (RFC 8166 section 4.2.1).
-		bi = bcIn{err: &rpc.CallError{XID: h.XID, Err: fmt.Errorf("rpcrdma: backward reply to xid %#x does not carry the call's RPC XID", h.XID)}}
+		// The requester answered the call, but not with an RPC reply
+		// to it (RFC 8166 section 4.2.1).
+		bi = bcIn{err: &rpc.CallError{XID: h.XID, Err: fmt.Errorf("rpcrdma: backward reply to xid %#x does not carry the call's RPC XID", h.XID)}, credit: true}
 	}
-	select {
-	case b.incoming <- bi:
-	default:
-		// Not reachable: at most credits replies are outstanding, and
-		// incoming holds that many.
-		c.stats.Dropped.Add(1)
-	}
+	// Every reply queued holds a credit, and there are never more
+	// credits than incoming has room for, so this does not block.
+	b.incoming <- bi
 }
 
 // end closes the backward credit window once the connection has ended.

@@ -622,3 +622,69 @@ func FuzzBackwardReply(f *testing.F) {
 		}
 	})
 }
+
+// TestBackchannelReplyHoldsCredit: a backward reply waiting for Recv still
+// holds its call's credit, so the responder never has more replies queued
+// than it has room for, however slowly its rpc.Client reads them. (A
+// reply used to give its credit back on arrival: under load the next
+// calls' replies overflowed the queue and were dropped.)
+func TestBackchannelReplyHoldsCredit(t *testing.T) {
+	conn, resp := dialAccept(t, loopback.New(), "", &Config{BackwardCredits: 2}, &Config{BackwardCredits: 2})
+	defer conn.Close()
+	defer resp.Close()
+	ctx := ctxT(t)
+	bc, back := resp.Backchannel(), conn.Backchannel()
+	call := func(xid uint32) *rpc.Msg {
+		return &rpc.Msg{Body: rpc.Body{XDR: (&rpc.CallHeader{XID: xid, RPCVers: rpc.RPCVersion, Prog: testProg, Vers: testVers}).Append(nil)}}
+	}
+	answer := func() {
+		m, err := back.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		xid, _, _ := rpc.PeekHeader(m.XDR)
+		rep := (&rpc.ReplyHeader{XID: xid, Stat: rpc.MsgAccepted, AcceptStat: rpc.Success}).Append(nil)
+		if err := back.Send(ctx, &rpc.Msg{Body: rpc.Body{XDR: rep}}); err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+	}
+	// The first reply brings the grant of 2.
+	if err := bc.Send(ctx, call(1)); err != nil {
+		t.Fatal(err)
+	}
+	answer()
+	if _, err := bc.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	// Two calls answered, their replies left unread.
+	for xid := uint32(2); xid <= 3; xid++ {
+		if err := bc.Send(ctx, call(xid)); err != nil {
+			t.Fatal(err)
+		}
+		answer()
+	}
+	for deadline := time.Now().Add(5 * time.Second); resp.Stats().BackwardReplies < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := bc.Send(short, call(4)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a third call with two replies unread: %v, want to wait for a credit", err)
+	}
+	if _, err := bc.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Send(ctx, call(5)); err != nil {
+		t.Fatalf("a call after Recv took a reply: %v", err)
+	}
+	answer()
+	for range 2 {
+		if _, err := bc.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := resp.Stats().Dropped; d != 0 {
+		t.Errorf("responder dropped %d messages", d)
+	}
+}
