@@ -316,8 +316,15 @@ func (b *Backchannel) onCall(in *inbound) {
 	b.npending++
 	b.mu.Unlock()
 	c.stats.BackwardCalls.Add(1)
-	// npending bounds what is queued, and incoming holds that many.
-	b.incoming <- bcIn{m: &bc.msg}
+	select {
+	case b.incoming <- bcIn{m: &bc.msg}:
+	default:
+		// npending bounds what is queued and incoming holds that many,
+		// unless a reply was sent for a call Recv had not returned yet.
+		// The loop must not block: drop the call.
+		bc.release()
+		c.stats.Dropped.Add(1)
+	}
 }
 
 // release is the Msg.Release of a backward call: a call the server dropped
@@ -358,9 +365,15 @@ func (b *Backchannel) onReply(in *inbound) {
 		// to it (RFC 8166 section 4.2.1).
 		bi = bcIn{err: &rpc.CallError{XID: h.XID, Err: fmt.Errorf("rpcrdma: backward reply to xid %#x does not carry the call's RPC XID", h.XID)}, credit: true}
 	}
-	// Every reply queued holds a credit, and there are never more
-	// credits than incoming has room for, so this does not block.
-	b.incoming <- bi
+	select {
+	case b.incoming <- bi:
+	default:
+		// Not reachable: every reply queued holds a credit, and there
+		// are never more credits than incoming has room for. The loop
+		// must not block whatever happens.
+		b.window.release()
+		c.stats.Dropped.Add(1)
+	}
 }
 
 // end closes the backward credit window once the connection has ended.

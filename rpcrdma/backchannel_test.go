@@ -196,6 +196,9 @@ func TestBackchannelDrops(t *testing.T) {
 		if xid, mt, _ := rpc.PeekHeader(m.XDR); xid != 1 || mt != rpc.MsgCall {
 			t.Errorf("delivered xid %d type %v, want the first call", xid, mt)
 		}
+		// Received but not answered, it still takes the one credit.
+		rawBackCall(t, pr.resp, 10, wire.Header{Proc: wire.RDMA_MSG})
+		waitDropped(t, pr.conn, 3)
 		// Answering it frees its credit: the next one is taken.
 		reply := (&rpc.ReplyHeader{XID: 1, Stat: rpc.MsgAccepted, AcceptStat: rpc.Success}).Append(nil)
 		if err := pr.conn.Backchannel().Send(ctx, &rpc.Msg{Body: rpc.Body{XDR: reply}}); err != nil {
