@@ -92,13 +92,13 @@ type bcIn struct {
 	credit bool
 }
 
-// bcCall is a backward call a requester has received.
+// bcCall is a backward call a requester has received. It is in calls from
+// its arrival until its reply is sent or the server releases it.
 type bcCall struct {
-	bc       *Backchannel
-	xid      uint32
-	vers     wire.Version
-	answered bool // its reply has been sent; b.mu guards it
-	msg      rpc.Msg
+	b    *Backchannel
+	xid  uint32
+	vers wire.Version
+	msg  rpc.Msg
 }
 
 func newBackchannel(c *Conn) *Backchannel {
@@ -213,18 +213,12 @@ func (b *Backchannel) sendCall(ctx context.Context, m *rpc.Msg) error {
 func (b *Backchannel) sendReply(ctx context.Context, m *rpc.Msg) error {
 	xid := binary.BigEndian.Uint32(m.XDR)
 	b.mu.Lock()
-	var bc *bcCall
-	for _, p := range b.calls[xid] {
-		if !p.answered {
-			bc = p
-			break
-		}
-	}
-	if bc == nil {
+	calls := b.calls[xid]
+	if len(calls) == 0 {
 		b.mu.Unlock()
 		return fmt.Errorf("rpcrdma: no backward call with xid %#x to answer", xid)
 	}
-	bc.answered = true
+	bc := calls[0]
 	b.unpendLocked(bc)
 	b.mu.Unlock()
 	h := &wire.Header{XID: xid, Vers: bc.vers, Credits: b.credits, Proc: wire.RDMA_MSG}
@@ -262,21 +256,20 @@ func (b *Backchannel) forgetLocked(xid uint32, v wire.Version) bool {
 	return true
 }
 
-// unpendLocked removes bc from the calls awaiting a reply. b.mu is held.
+// unpendLocked removes bc from the calls awaiting a reply, if it is still
+// there. b.mu is held.
 func (b *Backchannel) unpendLocked(bc *bcCall) {
 	list := b.calls[bc.xid]
-	for i, p := range list {
-		if p == bc {
-			list = append(list[:i], list[i+1:]...)
-			b.npending--
-			break
-		}
-	}
-	if len(list) == 0 {
+	i := slices.Index(list, bc)
+	switch {
+	case i < 0:
+		return
+	case len(list) == 1:
 		delete(b.calls, bc.xid)
-	} else {
-		b.calls[bc.xid] = list
+	default:
+		b.calls[bc.xid] = slices.Delete(list, i, i+1)
 	}
+	b.npending--
 }
 
 // isBackward reports whether a received RDMA_MSG is a backward message in
@@ -310,7 +303,7 @@ func (b *Backchannel) onCall(in *inbound) {
 		c.stats.Dropped.Add(1)
 		return
 	}
-	bc := &bcCall{bc: b, xid: h.XID, vers: h.Vers}
+	bc := &bcCall{b: b, xid: h.XID, vers: h.Vers}
 	bc.msg = rpc.Msg{Body: rpc.Body{XDR: clone(in.payload)}, Release: bc.release}
 	b.calls[h.XID] = append(b.calls[h.XID], bc)
 	b.npending++
@@ -330,12 +323,9 @@ func (b *Backchannel) onCall(in *inbound) {
 // release is the Msg.Release of a backward call: a call the server dropped
 // without a reply no longer counts against the backward credits.
 func (bc *bcCall) release() {
-	b := bc.bc
+	b := bc.b
 	b.mu.Lock()
-	if !bc.answered {
-		bc.answered = true
-		b.unpendLocked(bc)
-	}
+	b.unpendLocked(bc)
 	b.mu.Unlock()
 }
 

@@ -324,6 +324,17 @@ func TestBackchannelXIDs(t *testing.T) {
 			t.Errorf("%s reply: xid %#x tag %#x, want %#x %#x", c.name, h.XID, tag, xid, c.want)
 		}
 	}
+	// The backward call has its reply: a second one is refused, and so is
+	// a message too short for an RPC header. Neither ends anything.
+	if err := conn.Backchannel().Send(ctx, reply(0xbbbb)); err == nil || !strings.Contains(err.Error(), "no backward call") {
+		t.Errorf("a second reply to backward call %#x: %v, want refused", xid, err)
+	}
+	if err := resp.Backchannel().Send(ctx, &rpc.Msg{Body: rpc.Body{XDR: []byte{0, 0, 0, 1}}}); err == nil || !strings.Contains(err.Error(), "no RPC header") {
+		t.Errorf("a 4-byte backward call: %v, want refused", err)
+	}
+	if conn.Err() != nil || resp.Err() != nil {
+		t.Errorf("refused backward messages ended the connection: %v / %v", conn.Err(), resp.Err())
+	}
 }
 
 // TestBackchannelLimits: a backward message that does not fit the inline
@@ -436,14 +447,7 @@ func TestTsharkBackchannel(t *testing.T) {
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
 	c := capture.Start(t, port)
-	accepted := make(chan *Conn, 1)
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		accepted <- c
-	}()
+	accepted := acceptOne(t, ctx, l)
 	cp, err := iwarp.New(iwarp.Options{CRC: iwarp.CRCRequire})
 	if err != nil {
 		t.Fatal(err)
@@ -452,10 +456,7 @@ func TestTsharkBackchannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := <-accepted
-	if resp == nil {
-		t.FailNow()
-	}
+	resp := accepted()
 	srv, backSrv := testServer(), testServer()
 	go srv.Serve(resp)
 	go backSrv.Serve(conn.Backchannel())
@@ -610,9 +611,7 @@ func FuzzBackwardReply(f *testing.F) {
 			}
 			xid = binary.BigEndian.Uint32(got)
 		}
-		h := wire.Header{XID: xid, Vers: wire.Version1, Credits: 2, Proc: wire.RDMA_MSG}
-		rh := rpc.ReplyHeader{XID: xid, Stat: rpc.MsgAccepted, AcceptStat: rpc.Success}
-		if _, err := p.tryExchange(rh.Append(h.Append(nil)), time.Millisecond); err != nil {
+		if _, err := p.tryExchange(nullReply(xid, 2), time.Millisecond); err != nil {
 			return
 		}
 		select {

@@ -141,6 +141,17 @@ func dialAccept(t testing.TB, p rdma.Provider, addr string, ccfg, scfg *Config) 
 		t.Fatal(err)
 	}
 	defer l.Close()
+	accepted := acceptOne(t, ctx, l)
+	conn, err = Dial(ctx, p, l.Addr().String(), ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, accepted()
+}
+
+// acceptOne accepts one connection on l in the background; the function
+// it returns waits for it, and ends the test if Accept failed.
+func acceptOne(t testing.TB, ctx context.Context, l *Listener) func() *Conn {
 	accepted := make(chan *Conn, 1)
 	go func() {
 		c, err := l.Accept(ctx)
@@ -149,15 +160,13 @@ func dialAccept(t testing.TB, p rdma.Provider, addr string, ccfg, scfg *Config) 
 		}
 		accepted <- c
 	}()
-	conn, err = Dial(ctx, p, l.Addr().String(), ccfg)
-	if err != nil {
-		t.Fatal(err)
+	return func() *Conn {
+		c := <-accepted
+		if c == nil {
+			t.FailNow()
+		}
+		return c
 	}
-	resp = <-accepted
-	if resp == nil {
-		t.FailNow()
-	}
-	return conn, resp
 }
 
 func newPairOver(t testing.TB, p rdma.Provider, addr string, ccfg, scfg *Config) *pair {

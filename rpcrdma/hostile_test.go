@@ -127,6 +127,14 @@ func nullCall(xid uint32, vers wire.Version) []byte {
 	return ch.Append(b)
 }
 
+// nullReply is an inline RDMA_MSG carrying a successful NULL reply to
+// xid, granting credits.
+func nullReply(xid, credits uint32) []byte {
+	h := wire.Header{XID: xid, Vers: wire.Version1, Credits: credits, Proc: wire.RDMA_MSG}
+	rh := rpc.ReplyHeader{XID: xid, Stat: rpc.MsgAccepted, AcceptStat: rpc.Success}
+	return rh.Append(h.Append(nil))
+}
+
 func hdr(xid uint32, words ...uint32) []byte {
 	b := xdr.AppendUint32(nil, xid)
 	for _, w := range words {
@@ -530,9 +538,7 @@ func FuzzRequester(f *testing.F) {
 			t.Fatalf("no NULL call arrived after reply %x", m)
 		}
 		xid = binary.BigEndian.Uint32(call)
-		h := wire.Header{XID: xid, Vers: wire.Version1, Credits: 8, Proc: wire.RDMA_MSG}
-		rh := rpc.ReplyHeader{XID: xid, Stat: rpc.MsgAccepted, AcceptStat: rpc.Success}
-		if _, err := r.tryExchange(rh.Append(h.Append(nil)), time.Millisecond); err != nil {
+		if _, err := r.tryExchange(nullReply(xid, 8), time.Millisecond); err != nil {
 			return
 		}
 		select {
@@ -618,9 +624,7 @@ func TestAbandonedCallEndsConnection(t *testing.T) {
 	t.Run("late-reply", func(t *testing.T) {
 		r := newRawResponder(t, &Config{AbandonTimeout: time.Second})
 		xid := cancelled(t, r)
-		h := wire.Header{XID: xid, Vers: wire.Version1, Credits: 8, Proc: wire.RDMA_MSG}
-		rh := rpc.ReplyHeader{XID: xid, Stat: rpc.MsgAccepted, AcceptStat: rpc.Success}
-		if _, err := r.tryExchange(rh.Append(h.Append(nil)), time.Millisecond); err != nil {
+		if _, err := r.tryExchange(nullReply(xid, 8), time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(1500 * time.Millisecond)

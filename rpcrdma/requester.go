@@ -310,7 +310,7 @@ func (r *requester) onMessage(in *inbound, derr error) {
 		}
 		return
 	}
-	if wire.PayloadDirection(in.payload) == wire.DirCall {
+	if h.Proc == wire.RDMA_MSG && wire.PayloadDirection(in.payload) == wire.DirCall {
 		// A backward-direction call (RFC 8167). Without BackwardCredits
 		// there is no receive budget for it.
 		if c.bc != nil {
