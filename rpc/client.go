@@ -1,14 +1,24 @@
 package rpc
 
-// A Client multiplexes calls over one Transport. Each call gets a fresh xid
-// and an entry in the pending-call table before it is sent; one reader
-// goroutine receives every message, takes the pending entry of the reply's
+// A Client multiplexes calls over one Transport at a time, its link. Each
+// call gets a fresh xid and an entry in the pending-call table before it is
+// sent; one reader goroutine (or the transport itself, for a Pusher)
+// receives every message of a link, takes the pending entry of the reply's
 // xid out of the table and hands the message to the waiting caller, which
 // decodes the reply header itself. Whoever removes an entry from the table
 // (the reader with a reply, the caller giving up, or the failure path with
 // a connection error) is the only one to complete it, so each call ends
-// exactly once. After the transport fails or the Client is closed, the table
-// is emptied with a *ConnError and new calls fail with the same error.
+// exactly once.
+//
+// A Client from NewClient has one link: after it fails, or the Client is
+// closed, the table is emptied with a *ConnError and new calls fail with
+// the same error. A Client from DialClient replaces a failed link
+// (reconnect.go): the link's lost channel is closed, every caller waiting
+// on it sends its call again, with the same xid, on the next link, and a
+// reconnecting goroutine dials that link, waiting longer after each failed
+// dial. Only the caller sends its call, so its memory is never read by two
+// transports at once, and a caller that gives up tells the one transport
+// it last sent on (CallCanceler).
 
 import (
 	"context"
@@ -53,32 +63,59 @@ type Reply struct {
 	Results Body
 }
 
-// ClientStats counts the messages a Client dropped or could not use.
+// ClientStats counts the messages a Client dropped or could not use, and
+// how it replaced lost connections.
 type ClientStats struct {
 	UnknownXID uint64 // replies matching no pending call (late, duplicate or bogus), dropped
 	NotReply   uint64 // messages whose msg_type is not REPLY, dropped
 	Short      uint64 // messages too short for an xid and msg_type, dropped
 	BadReply   uint64 // replies whose header failed to decode (the call failed with *BadReplyError)
 	Abandoned  uint64 // calls given up because their context ended
+
+	// For a Client from DialClient:
+	Reconnects  uint64 // connections made after the first
+	DialErrors  uint64 // dials that failed
+	Retransmits uint64 // calls sent again on a new connection
+	Timeouts    uint64 // connections ended by ReconnectConfig.ReplyTimeout
 }
 
 type clientCounters struct {
 	unknownXID, notReply, short, badReply, abandoned atomic.Uint64
+	reconnects, dialErrors, retransmits, timeouts      atomic.Uint64
 }
 
 // Client makes calls over a Transport. It is safe for concurrent use; any
 // number of calls may be in flight, and replies may arrive in any order.
 type Client struct {
-	t        Transport
-	canceler CallCanceler // t as a CallCanceler, or nil
+	re *reconnector // nil for a Client from NewClient
 
 	mu      sync.Mutex
 	pending map[uint32]*pendingCall
 	xid     uint32
-	err     error // set once: the connection error every later call gets
+	err     error         // set once: the error every later call gets
+	dead    chan struct{} // closed when err is set
+	cur     *link         // nil while a DialClient Client reconnects
+	ready   chan struct{} // closed when cur is set again
 
-	readerDone chan struct{}
-	stats      clientCounters
+	stats clientCounters
+}
+
+// link is one transport a Client has used.
+type link struct {
+	t        Transport
+	canceler CallCanceler // t as a CallCanceler, or nil
+	// lost is closed once t has failed and a DialClient Client has
+	// stopped using it; it stays open on a Client from NewClient, whose
+	// failure completes the pending calls instead.
+	lost     chan struct{}
+	recvDone chan struct{} // closed once t's last message was delivered
+	received atomic.Uint64 // messages delivered, for ReplyTimeout
+}
+
+func newLink(t Transport) *link {
+	l := &link{t: t, lost: make(chan struct{}), recvDone: make(chan struct{})}
+	l.canceler, _ = t.(CallCanceler)
+	return l
 }
 
 type pendingCall struct {
@@ -86,6 +123,7 @@ type pendingCall struct {
 	msg   Msg             // the call as sent
 	buf   []byte          // backing for msg.XDR, kept across uses
 	items []DDPItem       // backing for msg.Items, kept across uses
+	on    *link           // the link the call was last sent on; c.mu
 }
 
 // pendingCalls recycles pendingCall values: a call's is unreachable once
@@ -101,21 +139,43 @@ type callResult struct {
 // NewClient returns a Client making calls over t, and starts the goroutine
 // that receives t's messages (or, if t is a Pusher, has t deliver them);
 // Close stops it. The Client owns t from then on. If t implements
-// CallCanceler, abandoned calls are reported to it.
+// CallCanceler, abandoned calls are reported to it. When t fails, the
+// Client fails with it; DialClient makes a Client that reconnects.
 func NewClient(t Transport) *Client {
-	c := &Client{
-		t:          t,
-		pending:    make(map[uint32]*pendingCall),
-		xid:        rand.Uint32(),
-		readerDone: make(chan struct{}),
-	}
-	c.canceler, _ = t.(CallCanceler)
-	if p, ok := t.(Pusher); ok {
-		p.Push(func(m *Msg, err error) { c.deliver(m, err) })
-	} else {
-		go c.readLoop()
-	}
+	c := newClient()
+	c.start(newLink(t))
 	return c
+}
+
+func newClient() *Client {
+	return &Client{
+		pending: make(map[uint32]*pendingCall),
+		xid:     rand.Uint32(),
+		dead:    make(chan struct{}),
+		ready:   make(chan struct{}),
+	}
+}
+
+// start makes l the current link and starts receiving from it. It
+// reports false, having closed l's transport, if the Client has failed
+// or been closed meanwhile.
+func (c *Client) start(l *link) bool {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		l.t.Close()
+		close(l.recvDone)
+		return false
+	}
+	c.cur = l
+	close(c.ready)
+	c.mu.Unlock()
+	if p, ok := l.t.(Pusher); ok {
+		p.Push(func(m *Msg, err error) { c.deliver(l, m, err) })
+	} else {
+		go c.readLoop(l)
+	}
+	return true
 }
 
 // Call makes one call and waits for its reply.
@@ -126,7 +186,11 @@ func NewClient(t Transport) *Client {
 //   - *AcceptError or *RejectError, if the server did not run the call
 //     successfully; *BadReplyError, if the reply was malformed;
 //   - *ConnError (matching net.ErrClosed), if the Client is closed or the
-//     transport failed; the Client is then unusable;
+//     transport failed; the Client is then unusable. A Client from
+//     DialClient instead sends the call again on its next connection,
+//     and fails it only when it gives up reconnecting or is closed, or,
+//     with ReconnectConfig.FailPending, when the connection the call was
+//     sent on is lost;
 //   - other errors from the transport refusing this message, or for a
 //     credential or verifier body over MaxAuthBytes.
 //
@@ -142,6 +206,7 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 	pc := pendingCalls.Get().(*pendingCall)
 	defer func() {
 		pc.msg = Msg{}
+		pc.on = nil
 		clear(pc.items) // drop the references to the caller's memory
 		if cap(pc.buf) > 64<<10 {
 			pc.buf = nil // do not hold on to a large long call
@@ -156,6 +221,8 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 	}
 	xid := c.nextXID()
 	c.pending[xid] = pc
+	l := c.cur
+	pc.on = l
 	c.mu.Unlock()
 
 	h := CallHeader{
@@ -178,32 +245,122 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 		pc.items = m.Items
 	}
 
-	if err := c.t.Send(ctx, m); err != nil {
-		c.forget(xid)
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return Reply{}, ctxErr
+	for sends := 0; ; sends++ {
+		if l == nil {
+			var err error
+			if l, err = c.link(ctx, xid, pc); err != nil {
+				return c.giveUp(ctx, xid, pc, id, err)
+			}
 		}
-		if errors.Is(err, net.ErrClosed) {
-			return Reply{}, connError(err)
+		if sends > 0 {
+			c.stats.retransmits.Add(1)
 		}
-		return Reply{}, err
-	}
+		if err := l.t.Send(ctx, m); err != nil {
+			if ctx.Err() == nil && c.re != nil && errors.Is(err, net.ErrClosed) {
+				// The link failed under the Send: make sure its
+				// receiving side hears, and wait for the next one.
+				l.t.Close()
+				if !c.waitLost(ctx, l) {
+					return c.giveUp(ctx, xid, pc, id, ctx.Err())
+				}
+				l = nil
+				continue
+			}
+			if !c.forget(xid) {
+				// A connection error (or, for a call sent before, its
+				// reply) completed the call meanwhile.
+				return c.finish(id, <-pc.done)
+			}
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return Reply{}, ctxErr
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return Reply{}, connError(err)
+			}
+			return Reply{}, err
+		}
 
-	select {
-	case r := <-pc.done:
-		return c.finish(id, r)
-	case <-ctx.Done():
-		if !c.forget(xid) {
-			// The reply or a connection error got here first and is
-			// on its way: use it.
-			return c.finish(id, <-pc.done)
+		select {
+		case r := <-pc.done:
+			return c.finish(id, r)
+		case <-ctx.Done():
+			return c.giveUp(ctx, xid, pc, id, ctx.Err())
+		case <-l.lost:
+			// Send it again on the next link, unless the reply or an
+			// error got here first.
+			l = nil
 		}
-		c.stats.abandoned.Add(1)
-		if c.canceler != nil {
-			c.canceler.CancelCall(xid)
-		}
-		return Reply{}, ctx.Err()
 	}
+}
+
+// link returns the link to send pc on, waiting for one while the Client
+// reconnects, and records it as the call's. It returns ctx's error, or
+// the Client's once it has failed or been closed.
+func (c *Client) link(ctx context.Context, xid uint32, pc *pendingCall) (*link, error) {
+	for {
+		c.mu.Lock()
+		l, ready, err := c.cur, c.ready, c.err
+		if c.pending[xid] != pc {
+			// Completed (FailPending, or the Client failing) while
+			// it was between links.
+			c.mu.Unlock()
+			return nil, errCompleted
+		}
+		if l != nil {
+			pc.on = l
+		}
+		c.mu.Unlock()
+		switch {
+		case err != nil:
+			return nil, err
+		case l != nil:
+			return l, nil
+		}
+		select {
+		case <-ready:
+		case <-c.dead:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// errCompleted tells giveUp that the call's outcome is in its done
+// channel.
+var errCompleted = errors.New("rpc: call completed")
+
+// waitLost waits until the Client has stopped using l (or failed), and
+// reports false if ctx ended first.
+func (c *Client) waitLost(ctx context.Context, l *link) bool {
+	select {
+	case <-l.lost:
+	case <-c.dead:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// giveUp ends a call that is not to be sent (again): err is ctx's error,
+// the Client's, or errCompleted. If the call is still pending it is
+// abandoned, and the link it was last sent on is told; otherwise its
+// outcome is already on its way and is used.
+func (c *Client) giveUp(ctx context.Context, xid uint32, pc *pendingCall, id CallID, err error) (Reply, error) {
+	c.mu.Lock()
+	mine := c.pending[xid] == pc
+	delete(c.pending, xid)
+	on := pc.on
+	c.mu.Unlock()
+	if !mine {
+		return c.finish(id, <-pc.done)
+	}
+	if ctx.Err() != nil && err == ctx.Err() {
+		c.stats.abandoned.Add(1)
+	}
+	if on != nil && on.canceler != nil {
+		on.canceler.CancelCall(xid)
+	}
+	return Reply{}, err
 }
 
 // nextXID returns an xid no pending call uses. c.mu must be held.
@@ -261,21 +418,21 @@ func release(m *Msg) {
 	}
 }
 
-// readLoop receives every message of the transport until it fails.
-func (c *Client) readLoop() {
+// readLoop receives every message of l's transport until it fails.
+func (c *Client) readLoop(l *link) {
 	for {
-		m, err := c.t.Recv()
-		if !c.deliver(m, err) {
+		m, err := l.t.Recv()
+		if !c.deliver(l, m, err) {
 			return
 		}
 	}
 }
 
-// deliver completes the call a received message answers, or fails one
-// call (a *CallError) or all of them (any other error, which ends the
-// Client's reading: deliver then returns false). It never blocks: it runs
-// in readLoop or on a Pusher's goroutine.
-func (c *Client) deliver(m *Msg, err error) bool {
+// deliver completes the call a message received on l answers, or fails
+// one call (a *CallError), or handles the end of l (any other error, after
+// which deliver returns false). It never blocks: it runs in readLoop or on
+// a Pusher's goroutine.
+func (c *Client) deliver(l *link, m *Msg, err error) bool {
 	if ce, ok := errors.AsType[*CallError](err); ok {
 		// The transport failed one call; the connection carries on.
 		c.mu.Lock()
@@ -290,10 +447,11 @@ func (c *Client) deliver(m *Msg, err error) bool {
 		return true
 	}
 	if err != nil {
-		c.fail(connError(err))
-		close(c.readerDone)
+		c.lose(l, connError(err))
+		close(l.recvDone)
 		return false
 	}
+	l.received.Add(1)
 	xid, mt, ok := PeekHeader(m.XDR)
 	switch {
 	case !ok:
@@ -318,12 +476,38 @@ func (c *Client) deliver(m *Msg, err error) bool {
 	return true
 }
 
-// fail records err as the Client's connection error, unless one is
-// recorded, and completes every pending call with it.
+// lose handles the end of l with err: a Client from NewClient fails with
+// it; a DialClient Client stops using l, and its callers and its
+// reconnecting goroutine take it from there.
+func (c *Client) lose(l *link, err error) {
+	if c.re == nil {
+		c.fail(err)
+		return
+	}
+	c.mu.Lock()
+	if c.cur == l {
+		c.cur = nil
+		c.ready = make(chan struct{})
+	}
+	if c.re.cfg.FailPending && c.err == nil {
+		for xid, pc := range c.pending {
+			if pc.on == l {
+				delete(c.pending, xid)
+				pc.done <- callResult{err: err}
+			}
+		}
+	}
+	c.mu.Unlock()
+	close(l.lost)
+}
+
+// fail records err as the Client's error, unless one is recorded, and
+// completes every pending call with it.
 func (c *Client) fail(err error) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = err
+		close(c.dead)
 	}
 	for xid, pc := range c.pending {
 		delete(c.pending, xid)
@@ -350,23 +534,36 @@ const nullReplySize = 512
 var nullReplies = sync.Pool{New: func() any { return new([nullReplySize]byte) }}
 
 // Close fails every pending call with a *ConnError wrapping net.ErrClosed,
-// closes the transport and waits for the receiving goroutine to exit. Later
-// calls fail the same way. It returns the transport's Close error and is
-// safe to call more than once.
+// closes the transport and waits for the goroutines receiving from it (and
+// reconnecting) to exit. Later calls fail the same way. It returns the
+// transport's Close error and is safe to call more than once.
 func (c *Client) Close() error {
 	c.fail(&ConnError{Err: net.ErrClosed})
-	err := c.t.Close()
-	<-c.readerDone
+	c.mu.Lock()
+	l := c.cur
+	c.mu.Unlock()
+	var err error
+	if l != nil {
+		err = l.t.Close()
+		<-l.recvDone
+	}
+	if c.re != nil {
+		c.re.stop()
+	}
 	return err
 }
 
 // Stats returns a snapshot of the Client's counters.
 func (c *Client) Stats() ClientStats {
 	return ClientStats{
-		UnknownXID: c.stats.unknownXID.Load(),
-		NotReply:   c.stats.notReply.Load(),
-		Short:      c.stats.short.Load(),
-		BadReply:   c.stats.badReply.Load(),
-		Abandoned:  c.stats.abandoned.Load(),
+		UnknownXID:  c.stats.unknownXID.Load(),
+		NotReply:    c.stats.notReply.Load(),
+		Short:       c.stats.short.Load(),
+		BadReply:    c.stats.badReply.Load(),
+		Abandoned:   c.stats.abandoned.Load(),
+		Reconnects:  c.stats.reconnects.Load(),
+		DialErrors:  c.stats.dialErrors.Load(),
+		Retransmits: c.stats.retransmits.Load(),
+		Timeouts:    c.stats.timeouts.Load(),
 	}
 }
