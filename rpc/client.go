@@ -81,7 +81,7 @@ type ClientStats struct {
 
 type clientCounters struct {
 	unknownXID, notReply, short, badReply, abandoned atomic.Uint64
-	reconnects, dialErrors, retransmits, timeouts      atomic.Uint64
+	reconnects, dialErrors, retransmits, timeouts    atomic.Uint64
 }
 
 // Client makes calls over a Transport. It is safe for concurrent use; any

@@ -315,3 +315,117 @@ func TestLinuxRejectsRevision1(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLinuxReconnect cuts the connection to knfsd while a 1 MiB WRITE (its
+// data in a read chunk, which knfsd has yet to pull) and GETATTRs are in
+// flight. The client dials a new connection, knfsd accepts it, and the
+// calls sent again there complete: the WRITE's data reads back.
+func TestLinuxReconnect(t *testing.T) {
+	addr := lab.Knfsd(t)
+	p, err := iwarp.New(iwarp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make(chan *rpcrdma.Conn, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cli, err := rpc.DialClient(ctx, rpc.ReconnectConfig{
+		Dial: func(ctx context.Context) (rpc.Transport, error) {
+			c, err := rpcrdma.Dial(ctx, p, addr, nil)
+			if err != nil {
+				return nil, err
+			}
+			conns <- c
+			return c, nil
+		},
+		MinBackoff: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("connecting to knfsd at %s: %v", addr, err)
+	}
+	defer cli.Close()
+	first := <-conns
+	if err := cli.Null(ctx, nfsProg, 3); err != nil {
+		t.Fatal(err)
+	}
+	fh := lookup(t, cli, rootFH(t, cli), "hello.txt")
+
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i*13) ^ 0x5a
+	}
+	var w rpc.Body
+	w.XDR = xdr.AppendOpaque(w.XDR, fh)
+	w.XDR = xdr.AppendUint64(w.XDR, 0)
+	w.XDR = xdr.AppendUint32(w.XDR, uint32(len(data)))
+	w.XDR = xdr.AppendUint32(w.XDR, 2) // FILE_SYNC
+	w.AppendDDPOpaque(data)
+	wrote := make(chan error, 1)
+	go func() {
+		rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: 3, Proc: nfs3Write, Cred: authSys(t), Args: w})
+		if err == nil {
+			d := rpc.NewBodyDecoder(rep.Results)
+			if st := d.Uint32(); st != 0 || d.Err() != nil {
+				err = fmt.Errorf("WRITE: status %d %v", st, d.Err())
+			}
+		}
+		wrote <- err
+	}()
+	getattrs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			var a rpc.Body
+			a.XDR = xdr.AppendOpaque(a.XDR, fh)
+			rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: 3, Proc: nfs3GetAttr, Cred: authSys(t), Args: a})
+			if err == nil {
+				d := rpc.NewBodyDecoder(rep.Results)
+				if st := d.Uint32(); st != 0 || d.Err() != nil {
+					err = fmt.Errorf("GETATTR: status %d %v", st, d.Err())
+				}
+			}
+			getattrs <- err
+		}()
+	}
+	// Cut as soon as the WRITE has registered its chunk: knfsd cannot
+	// have pulled 1 MiB and answered yet.
+	for first.Stats().ReadChunks == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the WRITE was never sent")
+		}
+		time.Sleep(10 * time.Microsecond)
+	}
+	first.RDMA().Close()
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		if err := <-getattrs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := cli.Stats()
+	t.Logf("client stats after the cut: %+v", st)
+	if st.Reconnects != 1 || st.Retransmits < 1 {
+		t.Errorf("stats %+v, want 1 reconnect and the WRITE sent again", st)
+	}
+	second := <-conns
+	if second.Stats().ReadChunks != 1 {
+		t.Errorf("the new connection sent %d read chunks, want the WRITE's", second.Stats().ReadChunks)
+	}
+
+	var r rpc.Body
+	r.XDR = xdr.AppendOpaque(r.XDR, fh)
+	r.XDR = xdr.AppendUint64(r.XDR, 0)
+	r.XDR = xdr.AppendUint32(r.XDR, uint32(len(data)))
+	buf := make([]byte, len(data))
+	d := nfsCall(t, cli, 3, nfs3Read, r, [][]byte{buf}, 0)
+	if st := d.Uint32(); st != 0 {
+		t.Fatalf("READ: status %d", st)
+	}
+	skipPostOpAttr(d)
+	d.Uint32() // count
+	d.Bool()   // eof
+	if n := d.DDPOpaqueInto(buf); d.Err() != nil || n != len(data) || !bytes.Equal(buf, data) {
+		t.Fatalf("READ after reconnecting: %d bytes, equal %v, %v", n, bytes.Equal(buf[:n], data[:n]), d.Err())
+	}
+}

@@ -1,0 +1,276 @@
+package rpcrdma
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"hash/crc32"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/loopback"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
+)
+
+// The gated procedures: each announces its call's xid, waits for the
+// test to open the gate (or for its connection to end), then does what
+// procSum and procRead do.
+const (
+	procGatedSum  = 20
+	procGatedRead = 21
+)
+
+// gatedServer serves every connection a listener accepts, and lets a test
+// hold the gated procedures and cut the connections.
+type gatedServer struct {
+	srv     *rpc.Server
+	arrived chan uint32   // xids of gated calls, as their handlers start
+	open    chan struct{} // closed to let the gated calls through
+	l       *Listener
+
+	mu    sync.Mutex
+	conns []*Conn
+	wg    sync.WaitGroup
+}
+
+func newGatedServer(t *testing.T, p rdma.Provider, addr string, cfg *Config) *gatedServer {
+	t.Helper()
+	l, err := Listen(context.Background(), p, addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedServer{srv: testServer(), arrived: make(chan uint32, 64), open: make(chan struct{}), l: l}
+	gate := func(ctx context.Context, c *rpc.Call) error {
+		g.arrived <- c.Header.XID
+		select {
+		case <-g.open:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	g.srv.Handle(testProg, testVers, procGatedSum, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+		d := c.Decoder()
+		p := d.DDPOpaque(64 << 20)
+		if err := d.Done(); err != nil {
+			return rpc.Body{}, err
+		}
+		if err := gate(ctx, c); err != nil {
+			return rpc.Body{}, err
+		}
+		out := xdr.AppendUint32(nil, uint32(len(p)))
+		return rpc.Body{XDR: xdr.AppendUint32(out, crc32.ChecksumIEEE(p))}, nil
+	})
+	g.srv.Handle(testProg, testVers, procGatedRead, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+		d := c.Decoder()
+		n := d.Uint32()
+		if err := d.Done(); err != nil || n > uint32(len(readData)) {
+			return rpc.Body{}, rpc.ErrGarbageArgs
+		}
+		if err := gate(ctx, c); err != nil {
+			return rpc.Body{}, err
+		}
+		var out rpc.Body
+		out.XDR = xdr.AppendBool(out.XDR, true)
+		out.AppendDDPOpaque(readData[:n])
+		out.XDR = xdr.AppendUint32(out.XDR, 0xfeedf00d)
+		return out, nil
+	})
+	g.wg.Go(func() {
+		for {
+			c, err := l.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			g.mu.Lock()
+			g.conns = append(g.conns, c)
+			g.mu.Unlock()
+			g.wg.Go(func() { g.srv.Serve(c) })
+		}
+	})
+	t.Cleanup(g.stop)
+	return g
+}
+
+// cut closes every connection accepted so far.
+func (g *gatedServer) cut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.conns {
+		c.Close()
+	}
+	g.conns = nil
+}
+
+// stop closes the listener and the connections and waits for the serving
+// to end.
+func (g *gatedServer) stop() {
+	g.l.Close()
+	g.srv.Close()
+	g.cut()
+	g.wg.Wait()
+}
+
+// waitArrivals returns the xids of the next n gated calls to start.
+func (g *gatedServer) waitArrivals(t *testing.T, n int) map[uint32]bool {
+	t.Helper()
+	xids := map[uint32]bool{}
+	timeout := time.After(10 * time.Second)
+	for len(xids) < n {
+		select {
+		case x := <-g.arrived:
+			xids[x] = true
+		case <-timeout:
+			t.Fatalf("%d gated calls started, want %d", len(xids), n)
+		}
+	}
+	return xids
+}
+
+// TestReconnect cuts the connection while calls of every kind are held by
+// the server: inline, with a read chunk, with a write chunk. The client
+// dials a new connection, the calls go again with their xids and fresh
+// registrations, and each completes with the right bytes in place.
+func TestReconnect(t *testing.T) {
+	forProviders(t, func(t *testing.T, _ pairFunc) {
+		var p rdma.Provider
+		addr := ""
+		if t.Name() == "TestReconnect/iwarp" {
+			p, addr = newIWARP(t), "127.0.0.1:0"
+		} else {
+			p = loopback.New()
+		}
+		g := newGatedServer(t, p, addr, nil)
+		cli, err := DialClient(ctxT(t), p, g.l.Addr().String(), nil, &rpc.ReconnectConfig{MinBackoff: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		big, small := pattern(1<<20, 9), pattern(100, 4)
+		buf := bytes.Repeat([]byte{0xee}, 1<<20+8)
+		type outcome struct {
+			what string
+			rep  rpc.Reply
+			err  error
+		}
+		done := make(chan outcome, 3)
+		call := func(what string, proc uint32, args rpc.Body, bufs [][]byte) {
+			rep, err := cli.Call(ctxT(t), &rpc.Request{Prog: testProg, Vers: testVers, Proc: proc, Args: args, ResultBufs: bufs})
+			done <- outcome{what, rep, err}
+		}
+		// A connection starts at one credit; the first reply grants more.
+		if err := cli.Null(ctxT(t), testProg, testVers); err != nil {
+			t.Fatal(err)
+		}
+		go call("read chunk", procGatedSum, ddpOne(big), nil)
+		go call("inline", procGatedSum, ddpOne(small), nil)
+		go call("write chunk", procGatedRead, u32Args(1<<20), [][]byte{buf})
+		first := g.waitArrivals(t, 3)
+		g.cut()
+		// The new connection starts at one credit again, so one call
+		// goes first, and the others once its reply has come.
+		again := g.waitArrivals(t, 1)
+		close(g.open)
+		for x := range g.waitArrivals(t, 2) {
+			again[x] = true
+		}
+		for x := range first {
+			if !again[x] {
+				t.Errorf("xid %08x not sent again (again: %v)", x, again)
+			}
+		}
+		for range 3 {
+			o := <-done
+			if o.err != nil {
+				t.Fatalf("%s: %v", o.what, o.err)
+			}
+			d := rpc.NewBodyDecoder(o.rep.Results)
+			switch o.what {
+			case "write chunk":
+				if !d.Bool() || d.DDPOpaqueInto(buf) != 1<<20 || !bytes.Equal(buf[:1<<20], readData[:1<<20]) || d.Uint32() != 0xfeedf00d {
+					t.Errorf("write chunk: wrong result (%v)", d.Err())
+				}
+				if len(o.rep.Results.Items) != 1 {
+					t.Errorf("write chunk: result not placed directly (%d items)", len(o.rep.Results.Items))
+				}
+			default:
+				data := big
+				if o.what == "inline" {
+					data = small
+				}
+				if n, sum := d.Uint32(), d.Uint32(); d.Err() != nil || n != uint32(len(data)) || sum != crc32.ChecksumIEEE(data) {
+					t.Errorf("%s: server saw %d bytes crc %08x (%v)", o.what, n, sum, d.Err())
+				}
+			}
+		}
+		if st := cli.Stats(); st.Reconnects != 1 || st.Retransmits != 3 {
+			t.Errorf("stats %+v, want 1 reconnect and 3 retransmits", st)
+		}
+		cli.Close()
+		g.stop()
+		if r, ok := p.(interface{ Registered() int }); ok {
+			deadline := time.Now().Add(5 * time.Second)
+			for r.Registered() != 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if n := r.Registered(); n != 0 {
+				t.Errorf("%d memory registrations left after close", n)
+			}
+		}
+	})
+}
+
+// TestReconnectServerRestart stops the server while a call waits on it and
+// starts it again on the same address: the client redials, backing off,
+// until the new server answers the call.
+func TestReconnectServerRestart(t *testing.T) {
+	p := newIWARP(t)
+	g := newGatedServer(t, p, "127.0.0.1:0", nil)
+	addr := g.l.Addr().String()
+	cli, err := DialClient(ctxT(t), p, addr, nil, &rpc.ReconnectConfig{MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := cli.Call(ctxT(t), &rpc.Request{Prog: testProg, Vers: testVers, Proc: procGatedSum, Args: ddpOne(pattern(5000, 1))})
+		done <- err
+	}()
+	g.waitArrivals(t, 1)
+	g.stop()
+	time.Sleep(60 * time.Millisecond) // several refused dials
+	g2 := newGatedServer(t, p, addr, nil)
+	close(g2.open)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := cli.Stats(); st.Reconnects != 1 || st.Retransmits != 1 || st.DialErrors < 2 {
+		t.Errorf("stats %+v, want 1 reconnect, 1 retransmit, refused dials", st)
+	}
+}
+
+// TestDialClientRefusesDial checks that DialClient does not take a Dial
+// of the caller's, and returns the first dial's error.
+func TestDialClientRefusesDial(t *testing.T) {
+	p := newIWARP(t)
+	rc := &rpc.ReconnectConfig{Dial: func(context.Context) (rpc.Transport, error) { return nil, nil }}
+	if _, err := DialClient(ctxT(t), p, "127.0.0.1:1", nil, rc); err == nil {
+		t.Error("DialClient accepted a Dial")
+	}
+	_, err := DialClient(ctxT(t), p, "127.0.0.1:1", nil, nil)
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("first dial to a closed port: %v", err)
+	}
+}
+
+// ddpOne is a DDP-eligible opaque alone.
+func ddpOne(p []byte) rpc.Body {
+	var b rpc.Body
+	b.AppendDDPOpaque(p)
+	return b
+}
