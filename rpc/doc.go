@@ -16,6 +16,8 @@
 //     RecordWriter and StreamTransport for TCP.
 //   - client.go: Client, with xid allocation, a pending-call table and one
 //     receiving goroutine.
+//   - reconnect.go: DialClient, a Client that replaces a failed transport
+//     and sends the calls in flight again on the new one.
 //   - server.go: Server, with handlers registered by program, version and
 //     procedure, pluggable authentication, bounded concurrency and graceful
 //     shutdown.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
@@ -130,4 +131,47 @@ func ExampleConn_Backchannel() {
 	// Output:
 	// client: recall of file-17
 	// server: backward calls sent: 1
+}
+
+// A client that outlives its connection: the server restarts between two
+// calls, and the client dials it again by itself. A call in flight when
+// a connection is lost would be sent again on the next one.
+func ExampleDialClient() {
+	const prog, vers = 0x20000042, 1
+	ctx := context.Background()
+
+	p, err := iwarp.New(iwarp.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// serve starts the server on addr and returns the address it took.
+	var stop func()
+	serve := func(addr string) string {
+		l, err := rpcrdma.Listen(ctx, p, addr, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		srv := rpc.NewServer(nil)
+		srv.Handle(prog, vers, 0, func(context.Context, *rpc.Call) (rpc.Body, error) { return rpc.Body{}, nil })
+		served := make(chan error, 1)
+		go func() { served <- rpcrdma.Serve(ctx, l, srv) }()
+		stop = func() { l.Close(); srv.Close(); <-served }
+		return l.Addr().String()
+	}
+
+	addr := serve("127.0.0.1:0")
+	cli, err := rpcrdma.DialClient(ctx, p, addr, nil, &rpc.ReconnectConfig{MinBackoff: 10 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	fmt.Println("first call:", cli.Null(ctx, prog, vers))
+
+	stop() // the server goes away, and the connection with it
+	serve(addr)
+	defer stop()
+	fmt.Println("after the restart:", cli.Null(ctx, prog, vers), "- reconnects:", cli.Stats().Reconnects)
+	// Output:
+	// first call: <nil>
+	// after the restart: <nil> - reconnects: 1
 }
