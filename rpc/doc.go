@@ -21,6 +21,8 @@
 //   - server.go: Server, with handlers registered by program, version and
 //     procedure, pluggable authentication, bounded concurrency and graceful
 //     shutdown.
+//   - replycache.go: the Server's duplicate request cache, which answers a
+//     call sent again after a reconnection with its first run's reply.
 //   - errors.go: the error types and their reach (one call, or the
 //     connection).
 //

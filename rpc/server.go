@@ -40,6 +40,17 @@ import (
 // per transport.
 const DefaultMaxInFlight = 128
 
+// defaultReplyCacheBytes is ServerOptions.ReplyCacheBytes's default.
+const defaultReplyCacheBytes = 4096
+
+// remoteAddr returns the address of t's peer, if t says.
+func remoteAddr(t Transport) net.Addr {
+	if a, ok := t.(interface{ RemoteAddr() net.Addr }); ok {
+		return a.RemoteAddr()
+	}
+	return nil
+}
+
 // Handler runs one procedure. It decodes its arguments from c (usually with
 // c.Decoder()), and returns the results to send, or an error:
 //   - ErrGarbageArgs, or any error after c.Decoder() failed: GARBAGE_ARGS;
@@ -131,6 +142,21 @@ type ServerOptions struct {
 	// Logger receives the server's events (handler failures and panics,
 	// undeliverable replies) at Debug to Error level; nil discards them.
 	Logger *slog.Logger
+	// ReplyCache, if positive, turns on the duplicate request cache
+	// (replycache.go), keeping the replies of that many recent calls: a
+	// call a client sends again, with its xid, after losing its
+	// connection is answered with the first run's reply instead of
+	// running twice, and one sent again while the first still runs waits
+	// for it. Only the client's address (from a transport with a
+	// RemoteAddr method returning a TCP, UDP or IP address) without its
+	// port, the call's xid, program, version, procedure and credential,
+	// and the first 256 bytes of its arguments tell calls apart, as in
+	// knfsd's cache. 0 turns the cache off.
+	ReplyCache int
+	// ReplyCacheBytes is the largest reply the cache keeps, XDR and data
+	// items together; 0 selects 4096. A larger reply (a READ's data) is
+	// not kept, and a copy of its call arriving later runs again.
+	ReplyCacheBytes int
 }
 
 // ServerStats counts a Server's answers and the messages it dropped.
@@ -146,11 +172,14 @@ type ServerStats struct {
 	SystemErr    uint64 // SYSTEM_ERR answers
 	Panics       uint64 // handler panics (also counted in SystemErr)
 	SendErrors   uint64 // replies the transport failed to send
+	CacheReplays uint64 // calls answered from the reply cache, without running
+	CacheWaits   uint64 // of those, calls that waited for their first copy to finish
 }
 
 type serverCounters struct {
 	calls, dropped, rpcMismatch, authError, progUnavail, progMismatch,
-	procUnavail, garbageArgs, systemErr, panics, sendErrors atomic.Uint64
+	procUnavail, garbageArgs, systemErr, panics, sendErrors,
+	cacheReplays, cacheWaits atomic.Uint64
 }
 
 // progVers keys the handler table.
@@ -176,7 +205,8 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	idle      chan struct{} // closed when closing and nothing is served any more
 
-	work  sync.Pool // *callWork
+	work  sync.Pool   // *callWork
+	cache *replyCache // nil unless ServerOptions.ReplyCache
 	stats serverCounters
 }
 
@@ -207,6 +237,13 @@ func NewServer(o *ServerOptions) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.work.New = func() any { return new(callWork) }
+	if opts.ReplyCache > 0 {
+		maxBytes := opts.ReplyCacheBytes
+		if maxBytes <= 0 {
+			maxBytes = defaultReplyCacheBytes
+		}
+		s.cache = newReplyCache(opts.ReplyCache, maxBytes)
+	}
 	return s
 }
 
@@ -589,6 +626,8 @@ func (s *Server) Stats() ServerStats {
 		SystemErr:    c.systemErr.Load(),
 		Panics:       c.panics.Load(),
 		SendErrors:   c.sendErrors.Load(),
+		CacheReplays: c.cacheReplays.Load(),
+		CacheWaits:   c.cacheWaits.Load(),
 	}
 }
 
@@ -600,6 +639,7 @@ type callWork struct {
 	buf   []byte
 	items []DDPItem
 	msg   Msg
+	cache *cacheEntry // the reply cache's entry for the call, until answered
 }
 
 // maxPooledBuf bounds the reply buffers kept for reuse, so that one large
@@ -659,6 +699,22 @@ func (s *Server) handle(ctx context.Context, t Transport, m *Msg) {
 		rh.Low, rh.High = low, high
 		s.accept(ctx, t, w, verf, stat, Body{})
 		return
+	}
+	if s.cache != nil {
+		e, first := s.cache.begin(s.cache.key(c, remoteAddr(t)))
+		if !first {
+			if s.replay(ctx, t, e) {
+				return
+			}
+			// The first copy produced nothing to replay: run this one.
+		} else {
+			w.cache = e
+			defer func() {
+				if w.cache != nil { // no reply was sent: a panic in send
+					s.cache.abandon(w.cache)
+				}
+			}()
+		}
 	}
 	s.stats.calls.Add(1)
 	res, err := s.run(ctx, hd, c)
@@ -737,7 +793,8 @@ func (s *Server) accept(ctx context.Context, t Transport, w *callWork, verf Opaq
 	s.send(ctx, t, w, res)
 }
 
-// send encodes w.reply followed by res into w's buffers and sends it.
+// send encodes w.reply followed by res into w's buffers and sends it,
+// giving it to the reply cache first if the call has an entry there.
 func (s *Server) send(ctx context.Context, t Transport, w *callWork, res Body) {
 	hlen := w.reply.EncodedLen()
 	buf := slices.Grow(w.buf[:0], hlen+len(res.XDR))
@@ -749,9 +806,54 @@ func (s *Server) send(ctx context.Context, t Transport, w *callWork, res Body) {
 	}
 	w.buf, w.items = buf, items
 	w.msg = Msg{Body: Body{XDR: buf, Items: items}}
-	if err := t.Send(ctx, &w.msg); err != nil {
+	if e := w.cache; e != nil {
+		w.cache = nil
+		if ctx.Err() != nil && (w.reply.Stat != MsgAccepted || w.reply.AcceptStat != Success) {
+			// The transport failed or the server is closing, which
+			// is likely why the handler failed: a copy of the call
+			// sent again on a new connection must run, not get this.
+			s.cache.abandon(e)
+		} else {
+			s.cache.finish(e, &w.msg)
+		}
+	}
+	s.sendMsg(ctx, t, &w.msg, &w.reply)
+}
+
+// replay answers a copy of a call the reply cache has seen with e's
+// reply, once e is done. It reports false, having sent nothing, if e left
+// nothing to replay; a copy whose transport ends while it waits is
+// dropped, and reported true.
+func (s *Server) replay(ctx context.Context, t Transport, e *cacheEntry) bool {
+	select {
+	case <-e.done:
+	default:
+		s.stats.cacheWaits.Add(1)
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			s.stats.dropped.Add(1)
+			return true
+		}
+	}
+	if e.reply.XDR == nil {
+		return false
+	}
+	s.stats.cacheReplays.Add(1)
+	m := Msg{Body: e.reply.Body}
+	var rh ReplyHeader
+	d := xdr.NewDecoder(m.XDR)
+	rh.Decode(&d) // for the log only; the cache holds replies this Server encoded
+	s.sendMsg(ctx, t, &m, &rh)
+	return true
+}
+
+// sendMsg sends the reply m, whose header is rh, counting and logging a
+// failure.
+func (s *Server) sendMsg(ctx context.Context, t Transport, m *Msg, rh *ReplyHeader) {
+	if err := t.Send(ctx, m); err != nil {
 		s.stats.sendErrors.Add(1)
-		s.log.LogAttrs(ctx, slog.LevelDebug, "rpc: reply not sent", slog.Any("reply", &w.reply), slog.Any("err", err))
+		s.log.LogAttrs(ctx, slog.LevelDebug, "rpc: reply not sent", slog.Any("reply", rh), slog.Any("err", err))
 	}
 }
 

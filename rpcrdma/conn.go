@@ -245,6 +245,10 @@ func (c *Conn) Info() Info {
 // RDMA returns the underlying RDMA connection, for its limits and address.
 func (c *Conn) RDMA() rdma.Conn { return c.rc }
 
+// RemoteAddr returns the peer's address. An rpc.Server's reply cache uses
+// it to tell clients apart.
+func (c *Conn) RemoteAddr() net.Addr { return c.rc.RemoteAddr() }
+
 // setup allocates the buffer rings and posts every receive. It runs from
 // rdma.ConnConfig.Prepare, before the peer may send.
 func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {

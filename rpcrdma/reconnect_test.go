@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -273,4 +274,95 @@ func ddpOne(p []byte) rpc.Body {
 	var b rpc.Body
 	b.AppendDDPOpaque(p)
 	return b
+}
+
+// TestReconnectReplyCache: the server runs a call, and its connection is
+// cut before the reply leaves. The client sends the call again on a new
+// connection; the server's reply cache answers it with the first run's
+// reply, whose data item lands in the new call's write chunk, and the
+// handler does not run twice.
+func TestReconnectReplyCache(t *testing.T) {
+	forProviders(t, func(t *testing.T, _ pairFunc) {
+		var p rdma.Provider
+		addr := ""
+		if t.Name() == "TestReconnectReplyCache/iwarp" {
+			p, addr = newIWARP(t), "127.0.0.1:0"
+		} else {
+			p = loopback.New()
+		}
+		l, err := Listen(context.Background(), p, addr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := rpc.NewServer(&rpc.ServerOptions{ReplyCache: 8})
+		var runs atomic.Uint32
+		ran, gate := make(chan struct{}, 4), make(chan struct{})
+		item := pattern(2000, 6)
+		srv.Handle(testProg, testVers, procGatedRead, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+			n := runs.Add(1)
+			ran <- struct{}{}
+			<-gate // even after the connection ends
+			var out rpc.Body
+			out.XDR = xdr.AppendUint32(out.XDR, n)
+			out.AppendDDPOpaque(item)
+			return out, nil
+		})
+		var mu sync.Mutex
+		var conns []*Conn
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
+				c, err := l.Accept(context.Background())
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+				wg.Go(func() { srv.Serve(c) })
+			}
+		})
+		defer func() {
+			l.Close()
+			srv.Close()
+			wg.Wait()
+		}()
+		cli, err := DialClient(ctxT(t), p, l.Addr().String(), nil, &rpc.ReconnectConfig{MinBackoff: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		buf := make([]byte, 4096)
+		type result struct {
+			rep rpc.Reply
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			rep, err := cli.Call(ctxT(t), &rpc.Request{Prog: testProg, Vers: testVers, Proc: procGatedRead, ResultBufs: [][]byte{buf}})
+			done <- result{rep, err}
+		}()
+		<-ran
+		mu.Lock()
+		conns[0].Close()
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		close(gate)
+		r := <-done
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		d := rpc.NewBodyDecoder(r.rep.Results)
+		n := d.Uint32()
+		got := d.DDPOpaqueInto(buf)
+		if d.Err() != nil || n != 1 || got != len(item) || !bytes.Equal(buf[:got], item) {
+			t.Fatalf("reply: run %d, %d bytes placed, equal %v, %v", n, got, bytes.Equal(buf[:got], item), d.Err())
+		}
+		if len(r.rep.Results.Items) != 1 {
+			t.Errorf("the replayed result was not placed in the write chunk (%d items)", len(r.rep.Results.Items))
+		}
+		if rn, st := runs.Load(), srv.Stats(); rn != 1 || st.CacheReplays != 1 {
+			t.Errorf("%d runs, server stats %+v; want one run and one replay", rn, st)
+		}
+	})
 }
