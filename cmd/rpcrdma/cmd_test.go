@@ -407,3 +407,36 @@ func TestPingKnfsd(t *testing.T) {
 		}
 	}
 }
+
+// TestPingReconnect kills the server while ping --reconnect runs and
+// starts another on the same address: ping connects again, says so, and
+// every call succeeds.
+func TestPingReconnect(t *testing.T) {
+	s1 := startServe(t)
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errOut, code := rpcrdmaCmd(t, 30*time.Second, "ping", "--reconnect", "--count", "10", "--interval", "100ms", s1.addr)
+		done <- result{out, errOut, code}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	s1.cmd.Process.Kill()
+	err := <-s1.exited
+	s1.exited <- err // for the cleanup
+	s2 := startServe(t, "--listen", s1.addr)
+	r := <-done
+	if r.code != 0 {
+		t.Fatalf("ping --reconnect across a restart: exit %d\n%s\n%s\nserver:\n%s", r.code, r.out, r.errOut, s2.logText())
+	}
+	for _, want := range []string{"connection lost; connected again", "NULL 10:", "10 calls:"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("ping output lacks %q:\n%s", want, r.out)
+		}
+	}
+	if n := strings.Count(r.out, "connected to "); n != 2 {
+		t.Errorf("negotiation printed %d times, want 2:\n%s", n, r.out)
+	}
+}

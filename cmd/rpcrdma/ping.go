@@ -21,6 +21,7 @@ func cmdPing(args []string, stdout, stderr io.Writer) error {
 	count := fs.Int("count", 3, "number of NULL calls")
 	interval := fs.Duration("interval", 200*time.Millisecond, "pause between calls")
 	timeout := fs.Duration("timeout", 10*time.Second, "limit for connecting and for each call")
+	reconnect := fs.Bool("reconnect", false, "when the connection is lost, connect again and carry on, sending the call in flight again; a call that fails is reported and counted, and ping goes on")
 	var tf transportFlags
 	tf.register(fs, false)
 	fs.Usage = func() {
@@ -29,6 +30,9 @@ func cmdPing(args []string, stdout, stderr io.Writer) error {
 Connects over the software iWARP, prints what the connection negotiated
 (RPC-over-RDMA version, MPA revision, CRC, inline sizes each way, credits,
 remote invalidation) and makes NULL calls, printing each round trip.
+With --reconnect it outlives the connection, as a client watching a
+server restart or fail over: it says when it connected again and what the
+new connection negotiated, and exits non-zero if any call failed.
 "rpcrdma ping --prog 100003 --vers 3 HOST:20049" checks an NFS/RDMA server
 such as Linux knfsd. Exits non-zero with a one-line error when the server is
 down, rejects the connection, or does not speak RPC-over-RDMA.
@@ -55,17 +59,38 @@ flags:
 	if err != nil {
 		return err
 	}
+	cfg := tf.config(tf.logger())
+	// conns receives each connection made, for its negotiation to be
+	// printed before the next call's round trip.
+	conns := make(chan *rpcrdma.Conn, 1)
+	dial := func(ctx context.Context) (rpc.Transport, error) {
+		c, err := rpcrdma.Dial(ctx, p, addr, cfg)
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-conns: // never printed: replaced before a call ended
+		default:
+		}
+		conns <- c
+		return c, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	conn, err := rpcrdma.Dial(ctx, p, addr, tf.config(tf.logger()))
+	var cli *rpc.Client
+	var first rpc.Transport
+	if *reconnect {
+		cli, err = rpc.DialClient(ctx, rpc.ReconnectConfig{Dial: dial})
+	} else if first, err = dial(ctx); err == nil {
+		cli = rpc.NewClient(first)
+	}
 	cancel()
 	if err != nil {
 		return describeDialError(addr, err)
 	}
-	defer conn.Close()
-	cli := rpc.NewClient(conn)
 	defer cli.Close()
 
 	var rtts []time.Duration
+	failed := 0
 	for i := 0; i < *count; i++ {
 		if i > 0 {
 			time.Sleep(*interval)
@@ -75,14 +100,28 @@ flags:
 		err := cli.Null(ctx, uint32(*prog), uint32(*vers))
 		rtt := time.Since(start)
 		cancel()
-		if err != nil {
-			return fmt.Errorf("NULL call %d to program %d version %d: %w", i+1, *prog, *vers, err)
-		}
-		if i == 0 {
+		select {
+		case conn := <-conns:
+			if i > 0 {
+				fmt.Fprintf(stdout, "connection lost; connected again (%d dials failed meanwhile)\n", cli.Stats().DialErrors)
+			}
 			printInfo(stdout, addr, conn, tf)
+		default:
+		}
+		if err != nil {
+			err = fmt.Errorf("NULL call %d to program %d version %d: %w", i+1, *prog, *vers, err)
+			if !*reconnect {
+				return err
+			}
+			fmt.Fprintln(stdout, err)
+			failed++
+			continue
 		}
 		rtts = append(rtts, rtt)
 		fmt.Fprintf(stdout, "NULL %d: %v\n", i+1, rtt.Round(time.Microsecond))
+	}
+	if len(rtts) == 0 {
+		return fmt.Errorf("all %d NULL calls failed", *count)
 	}
 	lo, hi, sum := rtts[0], rtts[0], time.Duration(0)
 	for _, r := range rtts {
@@ -90,6 +129,9 @@ flags:
 	}
 	fmt.Fprintf(stdout, "%d calls: min %v, avg %v, max %v\n", len(rtts),
 		lo.Round(time.Microsecond), (sum / time.Duration(len(rtts))).Round(time.Microsecond), hi.Round(time.Microsecond))
+	if failed > 0 {
+		return fmt.Errorf("%d of %d NULL calls failed", failed, *count)
+	}
 	return nil
 }
 

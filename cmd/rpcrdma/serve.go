@@ -24,6 +24,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:20049", "address to listen on (host:port)")
 	grace := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight calls may take to complete")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port); empty: off")
+	replyCache := fs.Int("reply-cache", 0, "keep the replies of this many recent calls, so that a call a client sends again after reconnecting is answered without running twice (0: off)")
 	var tf transportFlags
 	tf.register(fs, true)
 	fs.Usage = func() {
@@ -58,7 +59,10 @@ flags:
 
 	ip, _ := p.(*iwarp.Provider)
 	m := newServerMetrics(ip)
-	srv := rpc.NewServer(&rpc.ServerOptions{Logger: log})
+	if *replyCache < 0 {
+		return fmt.Errorf("--reply-cache %d: want 0 or more", *replyCache)
+	}
+	srv := rpc.NewServer(&rpc.ServerOptions{Logger: log, ReplyCache: *replyCache})
 	benchprog.RegisterWith(srv, m.wrap)
 	l, err := rpcrdma.Listen(ctx, p, *listen, tf.config(log))
 	if err != nil {
@@ -89,7 +93,7 @@ flags:
 	}
 	<-served
 	st := srv.Stats()
-	log.Info("stopped", "calls", st.Calls)
+	log.Info("stopped", "calls", st.Calls, "cache_replays", st.CacheReplays)
 	return nil
 }
 
