@@ -105,15 +105,19 @@ type link struct {
 	t        Transport
 	canceler CallCanceler // t as a CallCanceler, or nil
 	// lost is closed once t has failed and a DialClient Client has
-	// stopped using it; it stays open on a Client from NewClient, whose
-	// failure completes the pending calls instead.
+	// stopped using it. It is nil on a Client from NewClient, whose
+	// failure completes the pending calls instead, so that a call's wait
+	// selects on two channels, not three.
 	lost     chan struct{}
 	recvDone chan struct{} // closed once t's last message was delivered
-	received atomic.Uint64 // messages delivered, for ReplyTimeout
+	received atomic.Uint64 // messages delivered (DialClient only)
 }
 
-func newLink(t Transport) *link {
-	l := &link{t: t, lost: make(chan struct{}), recvDone: make(chan struct{})}
+func newLink(t Transport, reconnecting bool) *link {
+	l := &link{t: t, recvDone: make(chan struct{})}
+	if reconnecting {
+		l.lost = make(chan struct{})
+	}
 	l.canceler, _ = t.(CallCanceler)
 	return l
 }
@@ -143,7 +147,7 @@ type callResult struct {
 // Client fails with it; DialClient makes a Client that reconnects.
 func NewClient(t Transport) *Client {
 	c := newClient()
-	c.start(newLink(t))
+	c.start(newLink(t, false))
 	return c
 }
 
@@ -451,7 +455,9 @@ func (c *Client) deliver(l *link, m *Msg, err error) bool {
 		close(l.recvDone)
 		return false
 	}
-	l.received.Add(1)
+	if c.re != nil {
+		l.received.Add(1)
+	}
 	xid, mt, ok := PeekHeader(m.XDR)
 	switch {
 	case !ok:

@@ -99,7 +99,7 @@ func DialClient(ctx context.Context, cfg ReconnectConfig) (*Client, error) {
 	re.ctx, re.cancel = context.WithCancel(context.Background())
 	re.backoff = backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff, rand: rand.Float64}
 	c.re = re
-	l := newLink(t)
+	l := newLink(t, true)
 	c.start(l)
 	go re.run(l)
 	return c, nil
@@ -216,7 +216,7 @@ func (re *reconnector) redial() *link {
 		}
 		t, err := dial(re.ctx, re.cfg.Dial)
 		if err == nil {
-			return newLink(t)
+			return newLink(t, true)
 		}
 		if re.ctx.Err() != nil {
 			return nil
