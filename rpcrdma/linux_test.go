@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -428,4 +430,138 @@ func TestLinuxReconnect(t *testing.T) {
 	if n := d.DDPOpaqueInto(buf); d.Err() != nil || n != len(data) || !bytes.Equal(buf, data) {
 		t.Fatalf("READ after reconnecting: %d bytes, equal %v, %v", n, bytes.Equal(buf[:n], data[:n]), d.Err())
 	}
+}
+
+// TestLinuxClientReconnect: the guest's NFS client (xprtrdma) mounts from
+// a responder of ours whose reply cache is on. We hold its first COMPOUND
+// and cut its connection before answering. Linux connects again and
+// sends the COMPOUND again with its xid, and our cache answers it with
+// the reply the first run made, without running it again. (The reply is
+// NFS4ERR_SERVERFAULT, so the mount then fails, as in
+// iwarp.TestGuestClientMount.)
+func TestLinuxClientReconnect(t *testing.T) {
+	lab.Require(t)
+	mark := lab.DmesgMark(t)
+	defer lab.CheckDmesg(t, mark)
+
+	p, err := iwarp.New(iwarp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*lab.CmdTimeout)
+	defer cancel()
+	l, err := rpcrdma.Listen(ctx, p, lab.PeerAddr, nil)
+	if err != nil {
+		t.Fatalf("listening where the guest's client connects: %v", err)
+	}
+	defer l.Close()
+
+	var (
+		mu     sync.Mutex
+		seen   = map[uint32]int{} // xids authenticated: every copy
+		ran    = map[uint32]int{} // xids the handler ran
+		conns  []*rpcrdma.Conn
+		served sync.WaitGroup
+	)
+	held := make(chan uint32, 1)
+	release := make(chan struct{})
+	srv := rpc.NewServer(&rpc.ServerOptions{
+		ReplyCache: 64,
+		Auth: func(ctx context.Context, c *rpc.Call) (rpc.OpaqueAuth, error) {
+			mu.Lock()
+			seen[c.Header.XID]++
+			mu.Unlock()
+			return rpc.DefaultAuth(ctx, c)
+		},
+	})
+	srv.Handle(nfsProg, 4, nfs4Compound, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+		mu.Lock()
+		ran[c.Header.XID]++
+		first := len(ran) == 1
+		mu.Unlock()
+		if first {
+			held <- c.Header.XID
+			<-release
+		}
+		d := c.Decoder()
+		tag := d.Opaque(1024)
+		d.Uint32() // minorversion
+		n := d.Uint32()
+		var res rpc.Body
+		res.XDR = xdr.AppendUint32(res.XDR, 10006) // NFS4ERR_SERVERFAULT
+		res.XDR = xdr.AppendOpaque(res.XDR, tag)
+		if n == 0 || d.Err() != nil {
+			res.XDR = xdr.AppendUint32(res.XDR, 0)
+			return res, nil
+		}
+		res.XDR = xdr.AppendUint32(res.XDR, 1)
+		res.XDR = xdr.AppendUint32(res.XDR, d.Uint32())
+		res.XDR = xdr.AppendUint32(res.XDR, 10006)
+		return res, nil
+	})
+	accepting := make(chan struct{})
+	go func() {
+		defer close(accepting)
+		for {
+			c, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			served.Go(func() { srv.Serve(c) })
+		}
+	}()
+	mounted := make(chan string, 1)
+	go func() {
+		out, _ := lab.Run(t, "timeout 20 mount -t nfs4 -o vers=4.0,proto=rdma,port=20049,retry=0 10.0.2.100:/ /mnt; echo mount rc=$?", lab.CmdTimeout)
+		mounted <- out
+	}()
+
+	var xid uint32
+	select {
+	case xid = <-held:
+	case out := <-mounted:
+		t.Fatalf("the guest's mount ended before a COMPOUND came: %s", out)
+	case <-ctx.Done():
+		t.Fatal("no COMPOUND from the guest's client")
+	}
+	mu.Lock()
+	first := conns[0]
+	mu.Unlock()
+	first.Close()
+	<-first.Done()
+	close(release) // the reply goes to the cache; its connection is gone
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		again, nconns := seen[xid], len(conns)
+		mu.Unlock()
+		if again >= 2 && srv.Stats().CacheReplays >= 1 {
+			t.Logf("COMPOUND xid %#x sent again by Linux on connection %d of %d and answered from the cache", xid, nconns, nconns)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("xid %#x seen %d times over %d connections, server stats %+v: Linux did not send it again, or the cache did not answer", xid, again, nconns, srv.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	runs := ran[xid]
+	mu.Unlock()
+	if runs != 1 {
+		t.Errorf("the held COMPOUND ran %d times, want once", runs)
+	}
+	l.Close()
+	out := <-mounted
+	t.Logf("guest: %s", strings.TrimSpace(out))
+	if strings.Contains(out, "mount rc=0") {
+		lab.Run(t, "umount -f /mnt", lab.CmdTimeout)
+		t.Error("the mount succeeded against a server that fails every COMPOUND")
+	}
+	<-accepting
+	srv.Close()
+	served.Wait()
 }
