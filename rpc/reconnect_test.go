@@ -393,27 +393,8 @@ func TestReconnectReplyTimeout(t *testing.T) {
 // on the next.
 func TestReconnectStream(t *testing.T) {
 	checkLeaks(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl := &trackingListener{Listener: l}
 	srv, st := newTestServer(nil)
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeListener(tl) }()
-	c, err := DialClient(ctxTimeout(t, 5*time.Second), ReconnectConfig{
-		Dial: func(ctx context.Context) (Transport, error) {
-			t, err := DialTCP(ctx, l.Addr().String(), nil)
-			if err != nil {
-				return nil, err // not a nil *StreamTransport in an interface
-			}
-			return t, nil
-		},
-		MinBackoff: time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, tl := serveReconnecting(t, srv)
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {
@@ -437,11 +418,43 @@ func TestReconnectStream(t *testing.T) {
 	if st := c.Stats(); st.Reconnects != 1 || st.Retransmits != 4 {
 		t.Errorf("stats %+v, want 1 reconnect and 4 retransmits", st)
 	}
-	c.Close()
-	srv.Close()
-	if err := <-served; err != ErrServerClosed {
-		t.Errorf("ServeListener = %v", err)
+}
+
+// serveReconnecting serves srv on a loopback TCP listener and returns a
+// DialClient Client of it, and the listener, whose connections the test
+// may drop. Cleanup closes the Client and the server, checking that
+// ServeListener returns as it should.
+func serveReconnecting(t *testing.T, srv *Server) (*Client, *trackingListener) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	tl := &trackingListener{Listener: l}
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeListener(tl) }()
+	c, err := DialClient(ctxTimeout(t, 5*time.Second), ReconnectConfig{
+		Dial: func(ctx context.Context) (Transport, error) {
+			t, err := DialTCP(ctx, l.Addr().String(), nil)
+			if err != nil {
+				return nil, err // not a nil *StreamTransport in an interface
+			}
+			return t, nil
+		},
+		MinBackoff: time.Millisecond,
+	})
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		srv.Close()
+		if err := <-served; err != ErrServerClosed {
+			t.Errorf("ServeListener = %v", err)
+		}
+	})
+	return c, tl
 }
 
 // trackingListener remembers the connections it accepted.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -285,30 +284,9 @@ func TestReplyCacheExactlyOnce(t *testing.T) {
 	}{{"cache", 16, 1}, {"no-cache", 0, 2}} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkLeaks(t)
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			tl := &trackingListener{Listener: l}
 			srv, cn := countingServer(&ServerOptions{ReplyCache: tc.cache})
 			cn.gate = make(chan struct{})
-			var served sync.WaitGroup
-			served.Go(func() { srv.ServeListener(tl) })
-			defer func() { srv.Close(); served.Wait() }()
-			cli, err := DialClient(ctxTimeout(t, 5*time.Second), ReconnectConfig{
-				Dial: func(ctx context.Context) (Transport, error) {
-					t, err := DialTCP(ctx, l.Addr().String(), nil)
-					if err != nil {
-						return nil, err
-					}
-					return t, nil
-				},
-				MinBackoff: time.Millisecond,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cli.Close()
+			cli, tl := serveReconnecting(t, srv)
 			type result struct {
 				n   uint32
 				err error
@@ -351,11 +329,6 @@ func TestReplyCacheExactlyOnce(t *testing.T) {
 // copy of its call sent on a new connection runs, and succeeds.
 func TestReplyCacheConnectionFailure(t *testing.T) {
 	checkLeaks(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl := &trackingListener{Listener: l}
 	srv := NewServer(&ServerOptions{ReplyCache: 16})
 	var runs atomic.Uint32
 	started := make(chan struct{}, 2)
@@ -368,23 +341,7 @@ func TestReplyCacheConnectionFailure(t *testing.T) {
 		}
 		return Body{XDR: xdr.AppendUint32(nil, n)}, nil
 	})
-	var served sync.WaitGroup
-	served.Go(func() { srv.ServeListener(tl) })
-	defer func() { srv.Close(); served.Wait() }()
-	cli, err := DialClient(ctxTimeout(t, 5*time.Second), ReconnectConfig{
-		Dial: func(ctx context.Context) (Transport, error) {
-			t, err := DialTCP(ctx, l.Addr().String(), nil)
-			if err != nil {
-				return nil, err
-			}
-			return t, nil
-		},
-		MinBackoff: time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli, tl := serveReconnecting(t, srv)
 	done := make(chan error, 1)
 	go func() {
 		_, err := cli.Call(ctxTimeout(t, 10*time.Second), &Request{Prog: testProg, Vers: 1, Proc: procCount, Args: Body{XDR: xdr.AppendUint32(nil, 5)}})

@@ -137,14 +137,7 @@ func (g *gatedServer) waitArrivals(t *testing.T, n int) map[uint32]bool {
 // dials a new connection, the calls go again with their xids and fresh
 // registrations, and each completes with the right bytes in place.
 func TestReconnect(t *testing.T) {
-	forProviders(t, func(t *testing.T, _ pairFunc) {
-		var p rdma.Provider
-		addr := ""
-		if t.Name() == "TestReconnect/iwarp" {
-			p, addr = newIWARP(t), "127.0.0.1:0"
-		} else {
-			p = loopback.New()
-		}
+	forListeners(t, func(t *testing.T, p rdma.Provider, addr string) {
 		g := newGatedServer(t, p, addr, nil)
 		cli, err := DialClient(ctxT(t), p, g.l.Addr().String(), nil, &rpc.ReconnectConfig{MinBackoff: time.Millisecond})
 		if err != nil {
@@ -269,6 +262,13 @@ func TestDialClientRefusesDial(t *testing.T) {
 	}
 }
 
+// forListeners runs f with each provider and an address to listen on:
+// the strict in-process provider and the software iWARP on loopback TCP.
+func forListeners(t *testing.T, f func(t *testing.T, p rdma.Provider, addr string)) {
+	t.Run("loopback", func(t *testing.T) { f(t, loopback.New(), "") })
+	t.Run("iwarp", func(t *testing.T) { f(t, newIWARP(t), "127.0.0.1:0") })
+}
+
 // ddpOne is a DDP-eligible opaque alone.
 func ddpOne(p []byte) rpc.Body {
 	var b rpc.Body
@@ -282,14 +282,7 @@ func ddpOne(p []byte) rpc.Body {
 // reply, whose data item lands in the new call's write chunk, and the
 // handler does not run twice.
 func TestReconnectReplyCache(t *testing.T) {
-	forProviders(t, func(t *testing.T, _ pairFunc) {
-		var p rdma.Provider
-		addr := ""
-		if t.Name() == "TestReconnectReplyCache/iwarp" {
-			p, addr = newIWARP(t), "127.0.0.1:0"
-		} else {
-			p = loopback.New()
-		}
+	forListeners(t, func(t *testing.T, p rdma.Provider, addr string) {
 		l, err := Listen(context.Background(), p, addr, nil)
 		if err != nil {
 			t.Fatal(err)
