@@ -362,30 +362,26 @@ func TestLinuxReconnect(t *testing.T) {
 	w.XDR = xdr.AppendUint32(w.XDR, uint32(len(data)))
 	w.XDR = xdr.AppendUint32(w.XDR, 2) // FILE_SYNC
 	w.AppendDDPOpaque(data)
-	wrote := make(chan error, 1)
-	go func() {
-		rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: 3, Proc: nfs3Write, Cred: authSys(t), Args: w})
-		if err == nil {
-			d := rpc.NewBodyDecoder(rep.Results)
-			if st := d.Uint32(); st != 0 || d.Err() != nil {
-				err = fmt.Errorf("WRITE: status %d %v", st, d.Err())
-			}
+	// nfs3 makes an NFSv3 call and checks that its status is NFS3_OK.
+	nfs3 := func(what string, proc uint32, args rpc.Body) error {
+		rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: 3, Proc: proc, Cred: authSys(t), Args: args})
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		wrote <- err
-	}()
+		d := rpc.NewBodyDecoder(rep.Results)
+		if st := d.Uint32(); st != 0 || d.Err() != nil {
+			return fmt.Errorf("%s: status %d %v", what, st, d.Err())
+		}
+		return nil
+	}
+	wrote := make(chan error, 1)
+	go func() { wrote <- nfs3("WRITE", nfs3Write, w) }()
 	getattrs := make(chan error, 8)
 	for range 8 {
 		go func() {
 			var a rpc.Body
 			a.XDR = xdr.AppendOpaque(a.XDR, fh)
-			rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: 3, Proc: nfs3GetAttr, Cred: authSys(t), Args: a})
-			if err == nil {
-				d := rpc.NewBodyDecoder(rep.Results)
-				if st := d.Uint32(); st != 0 || d.Err() != nil {
-					err = fmt.Errorf("GETATTR: status %d %v", st, d.Err())
-				}
-			}
-			getattrs <- err
+			getattrs <- nfs3("GETATTR", nfs3GetAttr, a)
 		}()
 	}
 	// Cut as soon as the WRITE has registered its chunk: knfsd cannot
