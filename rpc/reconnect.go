@@ -31,7 +31,8 @@ import (
 type ReconnectConfig struct {
 	// Dial returns a new transport to the server: for the first
 	// connection, and after each loss. ctx ends when the Client is
-	// closed. A nil transport with a nil error counts as a failed dial.
+	// closed, and Dial must then return: Close waits for it. A nil
+	// transport with a nil error counts as a failed dial.
 	Dial func(ctx context.Context) (Transport, error)
 
 	// MinBackoff is the wait before the second dial after a loss
@@ -164,7 +165,7 @@ func (re *reconnector) watch(l *link) bool {
 			return false
 		}
 	}
-	tick := time.NewTicker(re.cfg.ReplyTimeout / 4)
+	tick := time.NewTicker(max(re.cfg.ReplyTimeout/4, time.Millisecond))
 	defer tick.Stop()
 	var silent silence
 	for {

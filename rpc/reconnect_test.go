@@ -610,3 +610,15 @@ func TestReconnectSendFails(t *testing.T) {
 		t.Errorf("stats %+v, want 1 reconnect and 1 retransmit", st)
 	}
 }
+
+// TestReconnectTinyReplyTimeout: a ReplyTimeout too small to divide into
+// ticks still works, rather than panicking in time.NewTicker.
+func TestReconnectTinyReplyTimeout(t *testing.T) {
+	checkLeaks(t)
+	n := newRedialNet(t)
+	close(n.release)
+	c := n.client(ReconnectConfig{ReplyTimeout: 3})
+	if err := held(ctxTimeout(t, 5*time.Second), c, 1); err != nil {
+		t.Fatal(err)
+	}
+}
