@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -354,5 +355,78 @@ func TestReplyCacheConnectionFailure(t *testing.T) {
 	}
 	if n := runs.Load(); n != 2 {
 		t.Errorf("%d runs, want 2", n)
+	}
+}
+
+// TestReconnectChaos makes many concurrent calls while connections are
+// cut at random: every call completes with its own answer, and, with the
+// reply cache on, each ran exactly once on the server however often it
+// was sent.
+func TestReconnectChaos(t *testing.T) {
+	checkLeaks(t)
+	n := newRedialNet(t)
+	n.srv = NewServer(&ServerOptions{ReplyCache: 4096})
+	var mu sync.Mutex
+	runs := map[uint32]int{}
+	n.srv.Handle(testProg, 1, procHeld, func(ctx context.Context, c *Call) (Body, error) {
+		d := c.Decoder()
+		v := d.Uint32()
+		if err := d.Done(); err != nil {
+			return Body{}, err
+		}
+		mu.Lock()
+		runs[v]++
+		mu.Unlock()
+		time.Sleep(time.Duration(v%3) * 100 * time.Microsecond)
+		return Body{XDR: xdr.AppendUint32(nil, v+1)}, nil
+	})
+	c := n.client(ReconnectConfig{})
+	// The callers call until the cutter has made its cuts, each waiting a
+	// few milliseconds for the previous one to settle.
+	const callers, cuts = 16, 20
+	ctx := ctxTimeout(t, 60*time.Second)
+	stop := make(chan struct{})
+	var next atomic.Uint32
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := held(ctx, c, next.Add(1)-1); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for cut := range cuts {
+		time.Sleep(time.Duration(2+cut%5) * time.Millisecond)
+		n.mu.Lock()
+		last := len(n.servers) - 1
+		n.mu.Unlock()
+		n.cut(last)
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for v := range next.Load() {
+		if runs[v] != 1 {
+			t.Errorf("call %d ran %d times", v, runs[v])
+		}
+	}
+	st := c.Stats()
+	t.Logf("%d calls over %d connections, client %+v, server %+v", next.Load(), n.conns(), st, n.srv.Stats())
+	if st.Retransmits == 0 {
+		t.Error("no call was sent again: the cuts missed every call")
 	}
 }

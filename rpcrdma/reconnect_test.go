@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"sync"
 	"sync/atomic"
@@ -356,6 +357,124 @@ func TestReconnectReplyCache(t *testing.T) {
 		}
 		if rn, st := runs.Load(), srv.Stats(); rn != 1 || st.CacheReplays != 1 {
 			t.Errorf("%d runs, server stats %+v; want one run and one replay", rn, st)
+		}
+	})
+}
+
+// TestReconnectChaos makes concurrent calls with a read chunk and a write
+// chunk each while connections are cut at random, from the server's side,
+// without warning: every call completes with its own bytes in place, and,
+// with the server's reply cache on, each ran exactly once.
+func TestReconnectChaos(t *testing.T) {
+	forListeners(t, func(t *testing.T, p rdma.Provider, addr string) {
+		const procChaos = 22
+		l, err := Listen(context.Background(), p, addr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := rpc.NewServer(&rpc.ServerOptions{ReplyCache: 4096})
+		var mu sync.Mutex
+		runs := map[uint32]int{}
+		srv.Handle(testProg, testVers, procChaos, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+			d := c.Decoder()
+			id := d.Uint32()
+			data := d.DDPOpaque(1 << 20)
+			if err := d.Done(); err != nil {
+				return rpc.Body{}, err
+			}
+			mu.Lock()
+			runs[id]++
+			mu.Unlock()
+			var out rpc.Body
+			out.XDR = xdr.AppendUint32(out.XDR, id)
+			out.AppendDDPOpaque(data[:512]) // back through the write chunk
+			return out, nil
+		})
+		var conns []*Conn
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
+				c, err := l.Accept(context.Background())
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+				wg.Go(func() { srv.Serve(c) })
+			}
+		})
+		defer func() {
+			l.Close()
+			srv.Close()
+			wg.Wait()
+		}()
+		cli, err := DialClient(ctxT(t), p, l.Addr().String(), nil, &rpc.ReconnectConfig{MinBackoff: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+
+		// The callers call until the cutter has made its cuts, each
+		// waiting a few milliseconds for the previous one to settle.
+		const callers, cuts = 8, 20
+		stop := make(chan struct{})
+		var next atomic.Uint32
+		errs := make(chan error, callers)
+		var calls sync.WaitGroup
+		for g := range callers {
+			calls.Go(func() {
+				data := pattern(8<<10, byte(g)) // over the DDP threshold: a read chunk
+				buf := make([]byte, 512)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					id := next.Add(1) - 1
+					var args rpc.Body
+					args.XDR = xdr.AppendUint32(args.XDR, id)
+					args.AppendDDPOpaque(data)
+					clear(buf)
+					rep, err := cli.Call(ctxT(t), &rpc.Request{Prog: testProg, Vers: testVers, Proc: procChaos, Args: args, ResultBufs: [][]byte{buf}})
+					if err != nil {
+						errs <- fmt.Errorf("call %d: %w", id, err)
+						return
+					}
+					d := rpc.NewBodyDecoder(rep.Results)
+					if got, n := d.Uint32(), d.DDPOpaqueInto(buf); d.Err() != nil || got != id || n != 512 || !bytes.Equal(buf, data[:512]) {
+						errs <- fmt.Errorf("call %d: answer for %d, %d bytes placed, equal %v, %v", id, got, n, bytes.Equal(buf, data[:512]), d.Err())
+						return
+					}
+				}
+			})
+		}
+		for cut := range cuts {
+			time.Sleep(time.Duration(2+cut%5) * time.Millisecond)
+			mu.Lock()
+			if len(conns) > 0 {
+				conns[len(conns)-1].RDMA().Close() // no warning
+			}
+			mu.Unlock()
+		}
+		close(stop)
+		calls.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for id := range next.Load() {
+			if runs[id] != 1 {
+				t.Errorf("call %d ran %d times", id, runs[id])
+			}
+		}
+		st := cli.Stats()
+		t.Logf("%d calls over %d connections; client %+v; server replays %d", next.Load(), len(conns), st, srv.Stats().CacheReplays)
+		if st.Retransmits == 0 {
+			t.Error("no call was sent again: the cuts missed every call")
 		}
 	})
 }
