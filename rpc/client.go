@@ -77,11 +77,13 @@ type ClientStats struct {
 	DialErrors  uint64 // dials that failed
 	Retransmits uint64 // calls sent again on a new connection
 	Timeouts    uint64 // connections ended by ReconnectConfig.ReplyTimeout
+	IdleCloses  uint64 // connections closed by ReconnectConfig.IdleTimeout
 }
 
 type clientCounters struct {
 	unknownXID, notReply, short, badReply, abandoned atomic.Uint64
-	reconnects, dialErrors, retransmits, timeouts    atomic.Uint64
+	reconnects, dialErrors, retransmits, timeouts,
+	idleCloses atomic.Uint64
 }
 
 // Client makes calls over a Transport. It is safe for concurrent use; any
@@ -96,6 +98,8 @@ type Client struct {
 	dead    chan struct{} // closed when err is set
 	cur     *link         // nil while a DialClient Client reconnects
 	ready   chan struct{} // closed when cur is set again
+	started uint64        // calls begun
+	want    chan struct{} // DialClient: a call is waiting for a connection
 
 	stats clientCounters
 }
@@ -225,6 +229,7 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 	}
 	xid := c.nextXID()
 	c.pending[xid] = pc
+	c.started++
 	l := c.cur
 	pc.on = l
 	c.mu.Unlock()
@@ -319,6 +324,12 @@ func (c *Client) link(ctx context.Context, xid uint32, pc *pendingCall) (*link, 
 			return nil, err
 		case l != nil:
 			return l, nil
+		}
+		if c.want != nil {
+			select {
+			case c.want <- struct{}{}: // after an idle close, dial again
+			default:
+			}
 		}
 		select {
 		case <-ready:
@@ -571,5 +582,6 @@ func (c *Client) Stats() ClientStats {
 		DialErrors:  c.stats.dialErrors.Load(),
 		Retransmits: c.stats.retransmits.Load(),
 		Timeouts:    c.stats.timeouts.Load(),
+		IdleCloses:  c.stats.idleCloses.Load(),
 	}
 }

@@ -66,6 +66,14 @@ type ReconnectConfig struct {
 	// a connection for its silence; a call that legitimately runs longer
 	// than ReplyTimeout would be sent again, so set it above the longest.
 	ReplyTimeout time.Duration
+
+	// IdleTimeout, if positive, closes a connection that has carried no
+	// call for that long (to within a quarter of it); the next call dials
+	// a new one. A server keeps resources for each connection (an
+	// RPC-over-RDMA responder registers about 1 MiB of receive buffers),
+	// which Linux's RPC client gives back by closing idle connections
+	// after 5 minutes. 0, the default, keeps connections open.
+	IdleTimeout time.Duration
 }
 
 const (
@@ -96,6 +104,7 @@ func DialClient(ctx context.Context, cfg ReconnectConfig) (*Client, error) {
 		return nil, err
 	}
 	c := newClient()
+	c.want = make(chan struct{}, 1)
 	re := &reconnector{c: c, cfg: cfg, done: make(chan struct{})}
 	re.ctx, re.cancel = context.WithCancel(context.Background())
 	re.backoff = backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff, rand: rand.Float64}
@@ -137,13 +146,22 @@ func (re *reconnector) run(l *link) {
 	defer close(re.done)
 	c := re.c
 	for {
-		if !re.watch(l) {
+		idle, ok := re.watch(l)
+		if !ok {
 			return
 		}
 		l.t.Close()
 		<-l.recvDone
 		if l.received.Load() > 0 {
 			re.backoff.reset()
+		}
+		if idle {
+			// Dial again when a call needs a connection.
+			select {
+			case <-c.want:
+			case <-c.dead:
+				return
+			}
 		}
 		if l = re.redial(); l == nil || !c.start(l) {
 			return
@@ -153,35 +171,72 @@ func (re *reconnector) run(l *link) {
 }
 
 // watch waits until l is lost, ending it first if ReplyTimeout passes
-// with calls waiting on it and nothing received. It reports false if the
-// Client fails first.
-func (re *reconnector) watch(l *link) bool {
+// with calls waiting on it and nothing received, or if IdleTimeout passes
+// with no call at all; idle reports the latter. ok is false if the Client
+// fails first.
+func (re *reconnector) watch(l *link) (idle, ok bool) {
 	c := re.c
-	if re.cfg.ReplyTimeout <= 0 {
+	reply, idleAfter := re.cfg.ReplyTimeout, re.cfg.IdleTimeout
+	if reply <= 0 && idleAfter <= 0 {
 		select {
 		case <-l.lost:
-			return true
+			return false, true
 		case <-c.dead:
-			return false
+			return false, false
 		}
 	}
-	tick := time.NewTicker(max(re.cfg.ReplyTimeout/4, time.Millisecond))
+	period := time.Hour
+	for _, d := range []time.Duration{reply, idleAfter} {
+		if d > 0 {
+			period = min(period, max(d/4, time.Millisecond))
+		}
+	}
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	var silent silence
+	var started uint64
+	var busyAt time.Time
 	for {
 		select {
 		case <-l.lost:
-			return true
+			return idle, true
 		case <-c.dead:
-			return false
+			return idle, false
 		case now := <-tick.C:
-			if silent.observe(now, l.received.Load(), c.waitingOn(l)) >= re.cfg.ReplyTimeout {
+			if idle {
+				continue // closed; waiting for lost
+			}
+			if reply > 0 && silent.observe(now, l.received.Load(), c.waitingOn(l)) >= reply {
 				c.stats.timeouts.Add(1)
 				l.t.Close() // its transport then fails, and lose follows
 				silent = silence{}
 			}
+			if idleAfter > 0 && c.idleFor(now, &started, &busyAt) >= idleAfter {
+				c.stats.idleCloses.Add(1)
+				idle = true
+				l.t.Close()
+			}
 		}
 	}
+}
+
+// idleFor returns how long the Client has had no call, from samples
+// taken at ticks: started and busyAt carry the count of calls begun and
+// the last time one was pending from one sample to the next. When it
+// returns a positive duration it has also dropped any stale demand for a
+// connection (c.want), so that only a call made from now on dials again.
+func (c *Client) idleFor(now time.Time, started *uint64, busyAt *time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pending) > 0 || c.started != *started || busyAt.IsZero() {
+		*started, *busyAt = c.started, now
+		return 0
+	}
+	select {
+	case <-c.want:
+	default:
+	}
+	return now.Sub(*busyAt)
 }
 
 // waitingOn reports whether a call sent on l is waiting for its reply.

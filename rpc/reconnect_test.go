@@ -622,3 +622,73 @@ func TestReconnectTinyReplyTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReconnectIdle: with IdleTimeout, a connection with no call for that
+// long is closed and not redialed until a call needs one; a connection
+// with a call waiting, or with calls coming, stays.
+func TestReconnectIdle(t *testing.T) {
+	checkLeaks(t)
+	n := newRedialNet(t)
+	c := n.client(ReconnectConfig{IdleTimeout: 40 * time.Millisecond})
+	ctx := ctxTimeout(t, 5*time.Second)
+
+	// A call waiting longer than IdleTimeout keeps the connection.
+	errs := startHeld(ctx, c, 1)
+	n.takeXIDs(1)
+	time.Sleep(120 * time.Millisecond)
+	close(n.release)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	// So do calls every 10 ms.
+	for range 12 {
+		if err := held(ctx, c, 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := c.Stats(); st.IdleCloses != 0 || n.conns() != 1 {
+		t.Fatalf("a busy connection was closed: stats %+v, %d connections", st, n.conns())
+	}
+
+	// A loss, with calls waiting for the next connection: their demand
+	// for one must not outlive it.
+	gate := make(chan struct{})
+	n.mu.Lock()
+	n.gate = gate
+	n.mu.Unlock()
+	n.cut(0)
+	errs = startHeld(ctx, c, 2)
+	time.Sleep(10 * time.Millisecond)
+	close(gate)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Idle: closed, and not dialed again by itself.
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Stats().IdleCloses == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	n.mu.Lock()
+	second := n.servers[1]
+	n.mu.Unlock()
+	select {
+	case <-second.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the idle connection was not closed")
+	}
+	time.Sleep(60 * time.Millisecond)
+	if n.conns() != 2 {
+		t.Fatalf("%d connections: the client dialed with no call to make", n.conns())
+	}
+	// A call dials again.
+	if err := held(ctx, c, 3); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); n.conns() != 3 || st.IdleCloses != 1 || st.Reconnects != 2 {
+		t.Errorf("after the idle close: %d connections, stats %+v", n.conns(), st)
+	}
+}
