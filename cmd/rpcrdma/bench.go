@@ -63,7 +63,9 @@ path (inline, read chunk, write chunk, reply chunk, long call), with one
 and with many calls outstanding. In the same run it measures the
 baselines: raw TCP ping-pong and bulk transfer, one at a time and four
 outstanding on one connection (transport "rawtcp"), and ONC RPC over TCP
-record marking with the same program (transport "tcp").
+record marking with the same program (transport "tcp"). Unless --crc
+asks for MPA CRC32c everywhere, the 1 MiB WRITE and READ cases also run
+on a second connection with CRC on (transport "rdma+crc"), for its cost.
 
 The cases take turns: the suite runs --rounds times, each case for a
 slice of --duration per round, so that a baseline and the case compared
@@ -127,6 +129,23 @@ flags:
 	}
 	closers = append(closers, stopRC)
 	cases = append(cases, rc...)
+	if *connect == "" && !tf.crc {
+		// The 1 MiB cases again with MPA CRC32c, on a connection of
+		// their own, for what CRC costs measured within the run.
+		ctf := tf
+		ctf.crc = true
+		cc, stopCC, err := rdmaCases(rdmaAddr, ctf)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, stopCC)
+		for _, c := range cc {
+			if c.size == mib && (c.op == "WRITE" || c.op == "READ") {
+				c.transport = "rdma+crc"
+				cases = append(cases, c)
+			}
+		}
+	}
 
 	progress := !*jsonOut && isTerminal(stderr)
 	samples := make([][]caseSample, len(cases))

@@ -260,12 +260,15 @@ func TestBenchJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench: exit %d\n%s", code, errOut)
 	}
-	b := checkBench(t, out, "rawtcp", "tcp", "rdma")
+	b := checkBench(t, out, "rawtcp", "tcp", "rdma", "rdma+crc")
 	ops := map[string]bool{}
 	cases := map[string]int{}
 	for _, r := range b.Results {
 		if r.Transport == "rdma" {
 			ops[r.Op] = true
+		}
+		if r.Transport == "rdma+crc" && (r.Size != 1<<20 || r.Op != "WRITE" && r.Op != "READ") {
+			t.Errorf("an rdma+crc case other than the 1 MiB WRITE and READ: %+v", r)
 		}
 		cases[fmt.Sprintf("%s %s %d x%d", r.Transport, r.Op, r.Size, r.Outstanding)]++
 	}

@@ -22,7 +22,6 @@ package iwarp
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"io"
 	"runtime"
 
@@ -30,13 +29,9 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/wq"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/internal/crc32c"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
 )
-
-// castagnoli is the CRC32c table (RFC 5044 section 6). Package mpa only
-// checksums whole buffers; the reader needs to update a CRC piece by piece
-// as payload arrives, hence its own (read-only) table.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // errEnded reports that the connection ended while the reader was at work
 // (a Terminate was sent or received, or Close was called).
@@ -333,7 +328,7 @@ func (c *Conn) readStreamed(ulen, hlen int) error {
 		return c.fail(violatef(parseCause(err), &h, ulen, "%v", err))
 	}
 	if c.crc {
-		c.rx.crc = crc32.Update(0, castagnoli, b)
+		c.rx.crc = crc32c.Update(0, b)
 	}
 	if _, err := c.br.Discard(len(b)); err != nil {
 		return err
@@ -361,7 +356,7 @@ func (c *Conn) readFull(p []byte) error {
 		}
 	}
 	if c.crc {
-		c.rx.crc = crc32.Update(c.rx.crc, castagnoli, p)
+		c.rx.crc = crc32c.Update(c.rx.crc, p)
 	}
 	return nil
 }
@@ -390,7 +385,7 @@ func (c *Conn) readTrailer(ulen int) error {
 		return streamErr(b, err)
 	}
 	if c.crc {
-		want := crc32.Update(c.rx.crc, castagnoli, b[:pad])
+		want := crc32c.Update(c.rx.crc, b[:pad])
 		if got := binary.LittleEndian.Uint32(b[pad:]); got != want {
 			return c.fail(violatef(ddp.CauseMPACRC, nil, 0, "FPDU of %d bytes: CRC %#08x, want %#08x", ulen, got, want))
 		}

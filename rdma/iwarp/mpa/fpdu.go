@@ -2,9 +2,10 @@ package mpa
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"log/slog"
 	"strconv"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/internal/crc32c"
 )
 
 // FPDU sizes (RFC 5044 section 4).
@@ -19,12 +20,8 @@ const (
 	MinMULPDU = 128
 )
 
-// castagnoli is the CRC32c table; crc32 uses the CPU's CRC32 instruction
-// with it where there is one. Read-only.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // zeroPad is the source of pad bytes. Read-only; a package variable because
-// a local array passed to crc32.Update would be moved to the heap.
+// a local array passed to crc32c.Update would be moved to the heap.
 var zeroPad [3]byte
 
 // Checksum returns the CRC32c (Castagnoli, reflected, preset and final XOR
@@ -33,7 +30,7 @@ var zeroPad [3]byte
 // siw stores cpu_to_le32(crc), Wireshark compares with a byte swap, and
 // RFC 5044's example FPDUs (figures 5 and 6) end in exactly those bytes.
 // CRC32c("123456789") is 0xE3069283.
-func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+func Checksum(b []byte) uint32 { return crc32c.Checksum(b) }
 
 // PadLen returns the number of pad bytes after a ULPDU of ulpduLen bytes:
 // enough to make LengthFieldLen + ulpduLen a multiple of 4.
@@ -90,9 +87,9 @@ func AppendTrailer(b []byte, crc bool, pieces ...[]byte) []byte {
 	var sum uint32
 	if crc {
 		for _, p := range pieces {
-			sum = crc32.Update(sum, castagnoli, p)
+			sum = crc32c.Update(sum, p)
 		}
-		sum = crc32.Update(sum, castagnoli, pad)
+		sum = crc32c.Update(sum, pad)
 	}
 	b = append(b, pad...)
 	return binary.LittleEndian.AppendUint32(b, sum)

@@ -2,9 +2,10 @@ package mpa
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"log/slog"
 	"strconv"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/internal/crc32c"
 )
 
 // Marker sizes (RFC 5044 section 4.3).
@@ -146,7 +147,7 @@ func (m *Markers) AppendFPDU(b []byte, crc bool, ulpdu ...[]byte) []byte {
 	}
 	var sum uint32
 	if crc {
-		sum = crc32.Update(0, castagnoli, b[start:])
+		sum = crc32c.Update(0, b[start:])
 	}
 	var trailer [CRCLen]byte
 	binary.LittleEndian.PutUint32(trailer[:], sum)
