@@ -151,7 +151,10 @@ type ServerOptions struct {
 	// RemoteAddr method returning a TCP, UDP or IP address) without its
 	// port, the call's xid, program, version, procedure and credential,
 	// and the first 256 bytes of its arguments tell calls apart, as in
-	// knfsd's cache. 0 turns the cache off.
+	// knfsd's cache: clients behind one address with the same credential
+	// could be answered with each other's replies if their xids met,
+	// which xids drawn at random per client make unlikely but not
+	// impossible. 0 turns the cache off.
 	ReplyCache int
 	// ReplyCacheBytes is the largest reply the cache keeps, XDR and data
 	// items together; 0 selects 4096. A larger reply (a READ's data) is
