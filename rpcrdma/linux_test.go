@@ -96,6 +96,27 @@ func rootFH(t *testing.T, cli *rpc.Client) []byte {
 	return append([]byte(nil), fh...)
 }
 
+// nfs3WriteArgs are WRITE3args for data at offset 0, FILE_SYNC, the data
+// DDP-eligible (RFC 8267): a read chunk when at least the DDP threshold.
+func nfs3WriteArgs(fh, data []byte) rpc.Body {
+	var w rpc.Body
+	w.XDR = xdr.AppendOpaque(w.XDR, fh)
+	w.XDR = xdr.AppendUint64(w.XDR, 0)
+	w.XDR = xdr.AppendUint32(w.XDR, uint32(len(data)))
+	w.XDR = xdr.AppendUint32(w.XDR, 2) // FILE_SYNC
+	w.AppendDDPOpaque(data)
+	return w
+}
+
+// nfs3ReadArgs are READ3args for count bytes at offset 0.
+func nfs3ReadArgs(fh []byte, count uint32) rpc.Body {
+	var r rpc.Body
+	r.XDR = xdr.AppendOpaque(r.XDR, fh)
+	r.XDR = xdr.AppendUint64(r.XDR, 0)
+	r.XDR = xdr.AppendUint32(r.XDR, count)
+	return r
+}
+
 func skipPostOpAttr(d *rpc.BodyDecoder) {
 	if d.Bool() {
 		d.Skip(84) // fattr3
@@ -185,12 +206,7 @@ func TestLinuxNFS(t *testing.T) {
 			for i := range data {
 				data[i] = byte(i*7) + byte(len(tc.name))
 			}
-			var w rpc.Body
-			w.XDR = xdr.AppendOpaque(w.XDR, fh)
-			w.XDR = xdr.AppendUint64(w.XDR, 0)
-			w.XDR = xdr.AppendUint32(w.XDR, uint32(len(data)))
-			w.XDR = xdr.AppendUint32(w.XDR, 2) // FILE_SYNC
-			w.AppendDDPOpaque(data)
+			w := nfs3WriteArgs(fh, data)
 			d := nfsCall(t, cli, 3, nfs3Write, w, nil, 0)
 			if st := d.Uint32(); st != 0 {
 				t.Fatalf("WRITE: status %d", st)
@@ -203,10 +219,7 @@ func TestLinuxNFS(t *testing.T) {
 				t.Fatalf("WRITE: count %d (%v)", n, d.Err())
 			}
 
-			var r rpc.Body
-			r.XDR = xdr.AppendOpaque(r.XDR, fh)
-			r.XDR = xdr.AppendUint64(r.XDR, 0)
-			r.XDR = xdr.AppendUint32(r.XDR, uint32(len(data)))
+			r := nfs3ReadArgs(fh, uint32(len(data)))
 			buf := make([]byte, len(data))
 			d = nfsCall(t, cli, 3, nfs3Read, r, [][]byte{buf}, 0)
 			if st := d.Uint32(); st != 0 {
@@ -268,20 +281,12 @@ func TestLinuxMultiFPDUSend(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i*13 + 1)
 	}
-	var w rpc.Body
-	w.XDR = xdr.AppendOpaque(w.XDR, fh)
-	w.XDR = xdr.AppendUint64(w.XDR, 0)
-	w.XDR = xdr.AppendUint32(w.XDR, size)
-	w.XDR = xdr.AppendUint32(w.XDR, 2) // FILE_SYNC
-	w.AppendDDPOpaque(data)            // inline: below DDPThreshold
+	w := nfs3WriteArgs(fh, data) // inline: below DDPThreshold
 	d := nfsCall(t, cli, 3, nfs3Write, w, nil, 0)
 	if st := d.Uint32(); st != 0 {
 		t.Fatalf("WRITE: status %d", st)
 	}
-	var r rpc.Body
-	r.XDR = xdr.AppendOpaque(r.XDR, fh)
-	r.XDR = xdr.AppendUint64(r.XDR, 0)
-	r.XDR = xdr.AppendUint32(r.XDR, size)
+	r := nfs3ReadArgs(fh, size)
 	d = nfsCall(t, cli, 3, nfs3Read, r, nil, 0) // an inline reply
 	if st := d.Uint32(); st != 0 {
 		t.Fatalf("READ: status %d", st)
@@ -356,12 +361,7 @@ func TestLinuxReconnect(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i*13) ^ 0x5a
 	}
-	var w rpc.Body
-	w.XDR = xdr.AppendOpaque(w.XDR, fh)
-	w.XDR = xdr.AppendUint64(w.XDR, 0)
-	w.XDR = xdr.AppendUint32(w.XDR, uint32(len(data)))
-	w.XDR = xdr.AppendUint32(w.XDR, 2) // FILE_SYNC
-	w.AppendDDPOpaque(data)
+	w := nfs3WriteArgs(fh, data)
 	// nfs3 makes an NFSv3 call and checks that its status is NFS3_OK.
 	nfs3 := func(what string, proc uint32, args rpc.Body) error {
 		rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: 3, Proc: proc, Cred: authSys(t), Args: args})
@@ -411,10 +411,7 @@ func TestLinuxReconnect(t *testing.T) {
 		t.Errorf("the new connection sent %d read chunks, want the WRITE's", second.Stats().ReadChunks)
 	}
 
-	var r rpc.Body
-	r.XDR = xdr.AppendOpaque(r.XDR, fh)
-	r.XDR = xdr.AppendUint64(r.XDR, 0)
-	r.XDR = xdr.AppendUint32(r.XDR, uint32(len(data)))
+	r := nfs3ReadArgs(fh, uint32(len(data)))
 	buf := make([]byte, len(data))
 	d := nfsCall(t, cli, 3, nfs3Read, r, [][]byte{buf}, 0)
 	if st := d.Uint32(); st != 0 {

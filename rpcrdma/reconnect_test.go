@@ -26,26 +26,92 @@ const (
 	procGatedRead = 21
 )
 
-// gatedServer serves every connection a listener accepts, and lets a test
-// hold the gated procedures and cut the connections.
-type gatedServer struct {
-	srv     *rpc.Server
-	arrived chan uint32   // xids of gated calls, as their handlers start
-	open    chan struct{} // closed to let the gated calls through
-	l       *Listener
+// served serves srv on every connection a listener accepts and remembers
+// them, for a test to cut.
+type served struct {
+	l   *Listener
+	srv *rpc.Server
 
 	mu    sync.Mutex
 	conns []*Conn
 	wg    sync.WaitGroup
 }
 
-func newGatedServer(t *testing.T, p rdma.Provider, addr string, cfg *Config) *gatedServer {
+// serve listens on p at addr and serves srv there until the test ends
+// (stop).
+func serve(t *testing.T, p rdma.Provider, addr string, cfg *Config, srv *rpc.Server) *served {
 	t.Helper()
 	l, err := Listen(context.Background(), p, addr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gatedServer{srv: testServer(), arrived: make(chan uint32, 64), open: make(chan struct{}), l: l}
+	s := &served{l: l, srv: srv}
+	s.wg.Go(func() {
+		for {
+			c, err := l.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			s.wg.Go(func() { srv.Serve(c) })
+		}
+	})
+	t.Cleanup(s.stop)
+	return s
+}
+
+// addr is the address to dial.
+func (s *served) addr() string { return s.l.Addr().String() }
+
+// last returns the connection accepted last, or nil.
+func (s *served) last() *Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.conns) == 0 {
+		return nil
+	}
+	return s.conns[len(s.conns)-1]
+}
+
+// accepted returns how many connections were accepted.
+func (s *served) accepted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// cut closes every connection accepted so far.
+func (s *served) cut() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+}
+
+// stop closes the listener, the server and the connections, and waits
+// for the serving to end.
+func (s *served) stop() {
+	s.l.Close()
+	s.srv.Close()
+	s.cut()
+	s.wg.Wait()
+}
+
+// gatedServer serves every connection a listener accepts, and lets a test
+// hold the gated procedures and cut the connections.
+type gatedServer struct {
+	*served
+	arrived chan uint32   // xids of gated calls, as their handlers start
+	open    chan struct{} // closed to let the gated calls through
+}
+
+func newGatedServer(t *testing.T, p rdma.Provider, addr string, cfg *Config) *gatedServer {
+	t.Helper()
+	g := &gatedServer{arrived: make(chan uint32, 64), open: make(chan struct{})}
+	srv := testServer()
 	gate := func(ctx context.Context, c *rpc.Call) error {
 		g.arrived <- c.Header.XID
 		select {
@@ -55,7 +121,7 @@ func newGatedServer(t *testing.T, p rdma.Provider, addr string, cfg *Config) *ga
 			return ctx.Err()
 		}
 	}
-	g.srv.Handle(testProg, testVers, procGatedSum, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+	srv.Handle(testProg, testVers, procGatedSum, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		d := c.Decoder()
 		p := d.DDPOpaque(64 << 20)
 		if err := d.Done(); err != nil {
@@ -67,7 +133,7 @@ func newGatedServer(t *testing.T, p rdma.Provider, addr string, cfg *Config) *ga
 		out := xdr.AppendUint32(nil, uint32(len(p)))
 		return rpc.Body{XDR: xdr.AppendUint32(out, crc32.ChecksumIEEE(p))}, nil
 	})
-	g.srv.Handle(testProg, testVers, procGatedRead, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+	srv.Handle(testProg, testVers, procGatedRead, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		d := c.Decoder()
 		n := d.Uint32()
 		if err := d.Done(); err != nil || n > uint32(len(readData)) {
@@ -82,39 +148,8 @@ func newGatedServer(t *testing.T, p rdma.Provider, addr string, cfg *Config) *ga
 		out.XDR = xdr.AppendUint32(out.XDR, 0xfeedf00d)
 		return out, nil
 	})
-	g.wg.Go(func() {
-		for {
-			c, err := l.Accept(context.Background())
-			if err != nil {
-				return
-			}
-			g.mu.Lock()
-			g.conns = append(g.conns, c)
-			g.mu.Unlock()
-			g.wg.Go(func() { g.srv.Serve(c) })
-		}
-	})
-	t.Cleanup(g.stop)
+	g.served = serve(t, p, addr, cfg, srv)
 	return g
-}
-
-// cut closes every connection accepted so far.
-func (g *gatedServer) cut() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, c := range g.conns {
-		c.Close()
-	}
-	g.conns = nil
-}
-
-// stop closes the listener and the connections and waits for the serving
-// to end.
-func (g *gatedServer) stop() {
-	g.l.Close()
-	g.srv.Close()
-	g.cut()
-	g.wg.Wait()
 }
 
 // waitArrivals returns the xids of the next n gated calls to start.
@@ -140,7 +175,7 @@ func (g *gatedServer) waitArrivals(t *testing.T, n int) map[uint32]bool {
 func TestReconnect(t *testing.T) {
 	forListeners(t, func(t *testing.T, p rdma.Provider, addr string) {
 		g := newGatedServer(t, p, addr, nil)
-		cli, err := DialClient(ctxT(t), p, g.l.Addr().String(), nil, &rpc.ReconnectConfig{MinBackoff: time.Millisecond})
+		cli, err := DialClient(ctxT(t), p, g.addr(), nil, &rpc.ReconnectConfig{MinBackoff: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +260,7 @@ func TestReconnect(t *testing.T) {
 func TestReconnectServerRestart(t *testing.T) {
 	p := newIWARP(t)
 	g := newGatedServer(t, p, "127.0.0.1:0", nil)
-	addr := g.l.Addr().String()
+	addr := g.addr()
 	cli, err := DialClient(ctxT(t), p, addr, nil, &rpc.ReconnectConfig{MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -284,10 +319,6 @@ func ddpOne(p []byte) rpc.Body {
 // handler does not run twice.
 func TestReconnectReplyCache(t *testing.T) {
 	forListeners(t, func(t *testing.T, p rdma.Provider, addr string) {
-		l, err := Listen(context.Background(), p, addr, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		srv := rpc.NewServer(&rpc.ServerOptions{ReplyCache: 8})
 		var runs atomic.Uint32
 		ran, gate := make(chan struct{}, 4), make(chan struct{})
@@ -301,27 +332,8 @@ func TestReconnectReplyCache(t *testing.T) {
 			out.AppendDDPOpaque(item)
 			return out, nil
 		})
-		var mu sync.Mutex
-		var conns []*Conn
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			for {
-				c, err := l.Accept(context.Background())
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				conns = append(conns, c)
-				mu.Unlock()
-				wg.Go(func() { srv.Serve(c) })
-			}
-		})
-		defer func() {
-			l.Close()
-			srv.Close()
-			wg.Wait()
-		}()
-		cli, err := DialClient(ctxT(t), p, l.Addr().String(), nil, &rpc.ReconnectConfig{MinBackoff: time.Millisecond})
+		s := serve(t, p, addr, nil, srv)
+		cli, err := DialClient(ctxT(t), p, s.addr(), nil, &rpc.ReconnectConfig{MinBackoff: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,9 +349,7 @@ func TestReconnectReplyCache(t *testing.T) {
 			done <- result{rep, err}
 		}()
 		<-ran
-		mu.Lock()
-		conns[0].Close()
-		mu.Unlock()
+		s.cut()
 		time.Sleep(20 * time.Millisecond)
 		close(gate)
 		r := <-done
@@ -368,10 +378,6 @@ func TestReconnectReplyCache(t *testing.T) {
 func TestReconnectChaos(t *testing.T) {
 	forListeners(t, func(t *testing.T, p rdma.Provider, addr string) {
 		const procChaos = 22
-		l, err := Listen(context.Background(), p, addr, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		srv := rpc.NewServer(&rpc.ServerOptions{ReplyCache: 4096})
 		var mu sync.Mutex
 		runs := map[uint32]int{}
@@ -390,26 +396,8 @@ func TestReconnectChaos(t *testing.T) {
 			out.AppendDDPOpaque(data[:512]) // back through the write chunk
 			return out, nil
 		})
-		var conns []*Conn
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			for {
-				c, err := l.Accept(context.Background())
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				conns = append(conns, c)
-				mu.Unlock()
-				wg.Go(func() { srv.Serve(c) })
-			}
-		})
-		defer func() {
-			l.Close()
-			srv.Close()
-			wg.Wait()
-		}()
-		cli, err := DialClient(ctxT(t), p, l.Addr().String(), nil, &rpc.ReconnectConfig{MinBackoff: time.Millisecond})
+		s := serve(t, p, addr, nil, srv)
+		cli, err := DialClient(ctxT(t), p, s.addr(), nil, &rpc.ReconnectConfig{MinBackoff: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,11 +440,9 @@ func TestReconnectChaos(t *testing.T) {
 		}
 		for cut := range cuts {
 			time.Sleep(time.Duration(2+cut%5) * time.Millisecond)
-			mu.Lock()
-			if len(conns) > 0 {
-				conns[len(conns)-1].RDMA().Close() // no warning
+			if c := s.last(); c != nil {
+				c.RDMA().Close() // no warning
 			}
-			mu.Unlock()
 		}
 		close(stop)
 		calls.Wait()
@@ -472,7 +458,7 @@ func TestReconnectChaos(t *testing.T) {
 			}
 		}
 		st := cli.Stats()
-		t.Logf("%d calls over %d connections; client %+v; server replays %d", next.Load(), len(conns), st, srv.Stats().CacheReplays)
+		t.Logf("%d calls over %d connections; client %+v; server replays %d", next.Load(), s.accepted(), st, srv.Stats().CacheReplays)
 		if st.Retransmits == 0 {
 			t.Error("no call was sent again: the cuts missed every call")
 		}
