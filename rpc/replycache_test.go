@@ -237,7 +237,7 @@ func TestServerReplyCache(t *testing.T) {
 	<-cn.ran // the fourth run, held
 	rawCall(t, b, 200, 1)
 	deadline := time.Now().Add(5 * time.Second)
-	for srv.Stats().CacheWaits == 0 && time.Now().Before(deadline) {
+	for srv.cache.waiting() == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	close(cn.gate)
@@ -429,4 +429,49 @@ func TestReconnectChaos(t *testing.T) {
 	if st.Retransmits == 0 {
 		t.Error("no call was sent again: the cuts missed every call")
 	}
+}
+
+// waiting returns how many copies of running calls wait for them.
+func (rc *replyCache) waiting() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	n := 0
+	for _, e := range rc.entries {
+		if !e.kept {
+			n += e.waiters
+		}
+	}
+	return n
+}
+
+// TestReplyCacheWaiterGone: a copy waiting for its first run is dropped
+// when its own transport ends, and counts as neither a replay nor a wait;
+// the first run still answers on its transport.
+func TestReplyCacheWaiterGone(t *testing.T) {
+	checkLeaks(t)
+	srv, cn := countingServer(&ServerOptions{ReplyCache: 16})
+	defer srv.Close()
+	cn.gate = make(chan struct{})
+	a, sa := memPair()
+	b, sb := memPair()
+	go srv.Serve(sa)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sb) }()
+	rawCall(t, a, 300, 1)
+	<-cn.ran
+	rawCall(t, b, 300, 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.cache.waiting() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	b.Close()
+	<-served
+	close(cn.gate)
+	if _, n := recvCount(t, a); n != 1 {
+		t.Errorf("first run answered %d", n)
+	}
+	if st := srv.Stats(); st.CacheReplays != 0 || st.CacheWaits != 0 || st.Dropped != 1 || cn.runs.Load() != 1 {
+		t.Errorf("stats %+v, %d runs; want the copy dropped, one run", st, cn.runs.Load())
+	}
+	a.Close()
 }

@@ -828,10 +828,11 @@ func (s *Server) send(ctx context.Context, t Transport, w *callWork, res Body) {
 // nothing to replay; a copy whose transport ends while it waits is
 // dropped, and reported true.
 func (s *Server) replay(ctx context.Context, t Transport, e *cacheEntry) bool {
+	waited := false
 	select {
 	case <-e.done:
 	default:
-		s.stats.cacheWaits.Add(1)
+		waited = true
 		select {
 		case <-e.done:
 		case <-ctx.Done():
@@ -843,19 +844,24 @@ func (s *Server) replay(ctx context.Context, t Transport, e *cacheEntry) bool {
 		return false
 	}
 	s.stats.cacheReplays.Add(1)
+	if waited {
+		s.stats.cacheWaits.Add(1)
+	}
 	m := Msg{Body: e.reply.Body}
-	var rh ReplyHeader
-	d := xdr.NewDecoder(m.XDR)
-	rh.Decode(&d) // for the log only; the cache holds replies this Server encoded
-	s.sendMsg(ctx, t, &m, &rh)
+	s.sendMsg(ctx, t, &m, nil)
 	return true
 }
 
-// sendMsg sends the reply m, whose header is rh, counting and logging a
-// failure.
+// sendMsg sends the reply m, whose header is rh (nil: decoded from m for
+// the log, should the Send fail), counting and logging a failure.
 func (s *Server) sendMsg(ctx context.Context, t Transport, m *Msg, rh *ReplyHeader) {
 	if err := t.Send(ctx, m); err != nil {
 		s.stats.sendErrors.Add(1)
+		if rh == nil {
+			rh = new(ReplyHeader)
+			d := xdr.NewDecoder(m.XDR)
+			rh.Decode(&d) // a reply this Server encoded
+		}
 		s.log.LogAttrs(ctx, slog.LevelDebug, "rpc: reply not sent", slog.Any("reply", rh), slog.Any("err", err))
 	}
 }

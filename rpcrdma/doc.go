@@ -34,6 +34,13 @@
 // rpc.Client on the responder and for an rpc.Server on the requester, with
 // credits, receives and XIDs of its own. Backward messages are inline only.
 //
+// A client that outlives its connection comes from DialClient
+// (rpc.DialClient over this transport): when the connection fails it dials
+// another, and the calls in flight are sent again there, never on the
+// connection they were sent on, since credits belong to one connection
+// (RFC 8166 section 4.3). An rpc.Server with ServerOptions.ReplyCache
+// answers such resent calls without running them twice.
+//
 // Errors: a *ConnError (matching net.ErrClosed) ends the connection and
 // every call on it; a *RemoteError (the responder answered RDMA_ERROR),
 // ErrCallTooLarge and ErrBadReply fail one call and the connection carries
