@@ -204,6 +204,11 @@ func TestReconnect(t *testing.T) {
 		// The new connection starts at one credit again, so one call
 		// goes first, and the others once its reply has come.
 		again := g.waitArrivals(t, 1)
+		select {
+		case x := <-g.arrived:
+			t.Fatalf("call %08x reached the server beside the first on the new connection: it did not start at one credit (RFC 8166 section 4.3)", x)
+		case <-time.After(30 * time.Millisecond):
+		}
 		close(g.open)
 		for x := range g.waitArrivals(t, 2) {
 			again[x] = true
