@@ -29,10 +29,10 @@
 //	cmd/rpcrdma/    the command: serve, ping, bench, trace.
 //
 // Specifications: RFC 5666 and RFC 8166 (RPC-over-RDMA Version One), RFC 8167
-// (bi-directional operation), RFC 8797 (RDMA-CM private data), the Version Two
-// draft, RFC 5531 (ONC RPC), RFC 4506 (XDR), and RFCs 5040, 5041, 5044 and
-// 6581 (iWARP). The seed texts the project implements are listed in the
-// repository's design notes.
+// (bidirectional operation), RFC 8797 (RDMA-CM private data),
+// draft-cel-nfsv4-rpcrdma-version-two-00 (Version Two),
+// draft-ietf-nfsv4-rpcrdma-01 (the draft RFC 5666 grew from), RFC 5531 (ONC
+// RPC), RFC 4506 (XDR), and RFCs 5040, 5041, 5044 and 6581 (iWARP).
 //
 // Start with package rpcrdma (its example serves a program over the
 // software iWARP), package rpc for calling and serving programs, and xdr

@@ -63,8 +63,7 @@ func CheckPrivateData(where string, b []byte) error {
 	return nil
 }
 
-// Layer is the layer field of an RDMAP Terminate (RFC 5040 section 4.8,
-// notes/iwarp-wire.md 4.7).
+// Layer is the layer field of an RDMAP Terminate (RFC 5040 section 4.8).
 type Layer uint8
 
 const (
@@ -109,7 +108,7 @@ const (
 
 // ErrorCode is the error code field of a Terminate; its meaning depends on
 // the Layer and ErrorType. Names follow RFC 5040 section 7.1, RFC 5041
-// section 7.2, RFC 5044 section 8 and RFC 6581 (notes/iwarp-wire.md 4.8).
+// section 7.2, RFC 5044 section 8 and RFC 6581.
 type ErrorCode uint8
 
 // RDMAP remote protection (0/1) and remote operation (0/2) codes.

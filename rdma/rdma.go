@@ -5,7 +5,8 @@
 // fault injection), rdma/iwarp (RFC 5040 RDMAP, RFC 5041 DDP, RFC 5044 MPA
 // over TCP) and, later, a cgo verbs binding. Every provider passes the
 // conformance suite in rdma/rdmatest. The model is iWARP's, as Linux's siw
-// implements it; notes/iwarp-wire.md sections 4 and 5 are the reference.
+// implements it (RFC 5040, RFC 5041, RFC 5042; what siw adds is in
+// docs/linux-interop.md).
 //
 // # Connections
 //
@@ -173,7 +174,7 @@ type ConnConfig struct {
 	// ORD is how many RDMA Reads this side wants outstanding at once. Zero
 	// picks the provider default; values above the provider's maximum are
 	// lowered to it. They are negotiated as RFC 6581 section 9.1 describes
-	// (notes/iwarp-wire.md 2.3): the responder raises its IRD to at least
+	// (RFC 6581 section 9.1): the responder raises its IRD to at least
 	// the initiator's ORD and lowers its ORD to at most the initiator's
 	// IRD; the initiator lowers its ORD to at most the responder's IRD.
 	// Afterwards each side's ORD does not exceed the peer's IRD.

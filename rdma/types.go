@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// STag is a steering tag: the 32-bit name of a registered region on the
-// wire (RFC 5040 section 2.1). As in verbs and Linux siw (notes/iwarp-wire.md
-// 5.1), the upper 24 bits are an index chosen by the provider and the low 8
-// bits a key that changes on every registration of that index, so a stale
-// STag never matches. Index 0 is never used: no valid STag is below 0x100.
+// STag is a steering tag: the 32-bit name of a registered region on the wire
+// (RFC 5040 section 2.1). As in verbs and Linux siw (siw_mem.c), the upper 24
+// bits are an index chosen by the provider and the low 8 bits a key that
+// changes on every registration of that index, so a stale STag never matches.
+// Index 0 is never used: no valid STag is below 0x100.
 type STag uint32
 
 // MakeSTag returns the STag with the given 24-bit index and 8-bit key.
@@ -27,8 +27,8 @@ func (s STag) Key() uint8 { return uint8(s) }
 // String returns the STag as 0x followed by 8 hex digits.
 func (s STag) String() string { return fmt.Sprintf("0x%08x", uint32(s)) }
 
-// Access is a set of access rights of a registered region (notes/iwarp-wire.md
-// 5.3). Local read is always allowed.
+// Access is a set of access rights of a registered region, as verbs names
+// them. Local read is always allowed.
 type Access uint8
 
 const (

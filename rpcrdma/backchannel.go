@@ -13,36 +13,36 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
 )
 
-// The backward direction (RFC 8167, seed 001): RPC calls from the
+// The backward direction (RFC 8167): RPC calls from the
 // responder to the requester on the connection the requester opened, as
 // NFSv4.1 sends its callbacks.
 //
-// Each backward message is one RDMA_MSG with all three chunk lists empty
-// and the RPC message inline right after the transport header (seed 001
-// sections 2.5 and 2.6), so a receiver tells a backward call from a forward
-// reply by the RPC msg_type alone. Backward messages are never larger than
-// the inline threshold: there are no chunks to carry more.
+// Each backward message is one RDMA_MSG with all three chunk lists empty and
+// the RPC message inline right after the transport header (RFC 8167, "Sending
+// a Backward-Direction Call" and "... Reply"), so a receiver tells a backward
+// call from a forward reply by the RPC msg_type alone. Backward messages are
+// never larger than the inline threshold: there are no chunks to carry more.
 //
-// Credits and receives are separate from the forward direction's (seed 001
-// sections 2.1.2 and 2.2). The requester posts BackwardCredits receives
-// beyond those for its forward replies and grants that many backward
-// credits in every backward reply; a backward call that would take it past
-// that is dropped, as the responder drops forward calls beyond its
-// receives. The responder posts a receive for each backward call it may
-// have outstanding, starts with one backward credit (like every requester,
-// seed 002 section 3.3) and takes the grant of each backward reply. The
-// rdma_credit of a backward message never changes forward credits, and
-// forward messages never change backward ones. XIDs of the two directions
-// are independent (seed 001 section 1.1.4.1).
+// Credits and receives are separate from the forward direction's (RFC 8167,
+// "Backward Credits" and "Managing Receive Buffers"). The requester posts
+// BackwardCredits receives beyond those for its forward replies and grants
+// that many backward credits in every backward reply; a backward call that
+// would take it past that is dropped, as the responder drops forward calls
+// beyond its receives. The responder posts a receive for each backward call
+// it may have outstanding, starts with one backward credit (like every
+// requester, RFC 5666 section 3.3) and takes the grant of each backward
+// reply. The rdma_credit of a backward message never changes forward credits,
+// and forward messages never change backward ones. XIDs of the two directions
+// are independent (RFC 8167, "XID Values").
 //
-// The backward direction is off unless Config.BackwardCredits is set on
-// both sides: a requester without it drops backward calls, which it has no
-// receives for. Seed 001 section 2.2.3 leaves it to the upper layer to
-// tell the responder when backward calls may be sent (NFSv4.1 does it with
-// CREATE_SESSION), so the requester has always sent a forward call first.
-// That matters on iWARP: an MPA responder sends nothing before the
-// initiator's first FPDU (RFC 5044 section 7.1.2), so a backward call sent
-// earlier waits, queued, for it.
+// The backward direction is off unless Config.BackwardCredits is set on both
+// sides: a requester without it drops backward calls, which it has no
+// receives for. RFC 8167 ("In the Absence of Backward-Direction Support")
+// leaves it to the upper layer to tell the responder when backward calls may
+// be sent (NFSv4.1 does it with CREATE_SESSION), so the requester has always
+// sent a forward call first. That matters on iWARP: an MPA responder sends
+// nothing before the initiator's first FPDU (RFC 5044 section 7.1.2), so a
+// backward call sent earlier waits, queued, for it.
 
 // Backchannel is the backward direction of a Conn, as an rpc.Transport. On
 // a requester's Conn it is the serving side, for an rpc.Server: Recv
@@ -272,15 +272,16 @@ func (b *Backchannel) unpendLocked(bc *bcCall) {
 	b.npending--
 }
 
-// isBackward reports whether a received RDMA_MSG is a backward message in
-// the form seed 001 sections 2.5 and 2.6 require: every chunk list empty.
+// isBackward reports whether a received RDMA_MSG is a backward message in the
+// form RFC 8167 requires of backward calls and replies: every chunk list
+// empty.
 func isBackward(h *wire.Header) bool {
 	return h.Proc == wire.RDMA_MSG && len(h.Chunks.Reads) == 0 && len(h.Chunks.Writes) == 0 && !h.Chunks.Reply.Present
 }
 
 // onCall takes a backward call a requester received, on the loop: it
 // copies it out of the receive buffer for Recv, or drops it when the
-// backward direction is off or closed, the call breaks the seed 001 rules,
+// backward direction is off or closed, the call breaks RFC 8167's rules,
 // or the responder has more backward calls unanswered than it was granted.
 func (b *Backchannel) onCall(in *inbound) {
 	c := b.c
@@ -332,8 +333,8 @@ func (bc *bcCall) release() {
 // onReply takes the reply to a backward call a responder received, on the
 // loop: it updates the backward grant and queues the reply for Recv, or an
 // error failing the call if the RPC reply inside does not carry the call's
-// XID; the call's credit comes back when Recv takes it. A reply to no backward call of
-// ours, or not in the version of the call, is dropped.
+// XID; the call's credit comes back when Recv takes it. A reply to no
+// backward call of ours, or not in the version of the call, is dropped.
 func (b *Backchannel) onReply(in *inbound) {
 	c := b.c
 	h := &in.hdr

@@ -253,8 +253,8 @@ func TestBackchannelDrops(t *testing.T) {
 	})
 }
 
-// TestBackchannelXIDs: the two directions' XIDs are independent (seed 001
-// section 1.1.4.1): a forward call and a backward call with the same XID,
+// TestBackchannelXIDs: the two directions' XIDs are independent (RFC 8167,
+// "XID Values"): a forward call and a backward call with the same XID,
 // both outstanding, each get their own reply.
 func TestBackchannelXIDs(t *testing.T) {
 	conn, resp := dialAccept(t, newIWARP(t), "127.0.0.1:0", &Config{BackwardCredits: 2}, &Config{BackwardCredits: 2})
@@ -410,9 +410,9 @@ func TestBackchannelVersion(t *testing.T) {
 }
 
 // TestBackchannelReceives: each side posts receives for the backward
-// direction on top of the forward ones (seed 001 section 2.2), and neither
-// the forward credits asked for nor those granted count on them, even
-// when the provider's queue depth caps the receives.
+// direction on top of the forward ones (RFC 8167, "Managing Receive
+// Buffers"), and neither the forward credits asked for nor those granted
+// count on them, even when the provider's queue depth caps the receives.
 func TestBackchannelReceives(t *testing.T) {
 	pr := newPair(t, &Config{Credits: 8, BackwardCredits: 3}, &Config{Grant: GrantPolicy{Max: 16}, BackwardCredits: 5})
 	if err := pr.cli.Null(ctxT(t), testProg, testVers); err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // Defaults. Inline sizes follow what Linux sends in its RFC 8797 private
-// data (4096 each way; lab README "Protocol facts learned").
+// data (4096 each way; docs/linux-interop.md section 1).
 const (
 	// DefaultInlineSize is the Send and Receive size this side offers in
 	// its private data, and the size of its receive buffers.
@@ -34,21 +34,21 @@ const (
 // gives every documented default. A Config is read when a connection is
 // created and must not change afterwards.
 type Config struct {
-	// Versions are the RPC-over-RDMA versions this side speaks. A
-	// requester sends its first call in the highest and falls back to
-	// Version One when the responder answers ERR_VERS (seed 000 section
-	// 5); a responder serves all of them and answers in the requester's
-	// version. Default: Version One only for a requester, One and Two for
-	// a responder.
+	// Versions are the RPC-over-RDMA versions this side speaks. A requester
+	// sends its first call in the highest and falls back to Version One when
+	// the responder answers ERR_VERS (draft-cel-nfsv4-rpcrdma-version-two-00
+	// section 5); a responder serves all of them and answers in the
+	// requester's version. Default: Version One only for a requester, One and
+	// Two for a responder.
 	Versions []wire.Version
 
-	// InlineSend and InlineRecv are this side's largest Send and its
-	// receive buffer size, offered in RFC 8797 private data. 1 KiB to
-	// 256 KiB; default DefaultInlineSize. The size used for each direction
-	// is the smaller of the sender's send size and the receiver's receive
-	// size; a peer that sends no private data is assumed to take 1024
-	// (Version One, RFC 8166 section 3.3.2) or 4096 (Version Two, seed 000
-	// section 2.3).
+	// InlineSend and InlineRecv are this side's largest Send and its receive
+	// buffer size, offered in RFC 8797 private data. 1 KiB to 256 KiB;
+	// default DefaultInlineSize. The size used for each direction is the
+	// smaller of the sender's send size and the receiver's receive size; a
+	// peer that sends no private data is assumed to take 1024 (Version One,
+	// RFC 8166 section 3.3.2) or 4096 (Version Two,
+	// draft-cel-nfsv4-rpcrdma-version-two-00 section 2.3).
 	InlineSend int
 	InlineRecv int
 
@@ -71,12 +71,12 @@ type Config struct {
 	// By default both are allowed (RFC 8797 flag 0x01).
 	NoRemoteInvalidation bool
 
-	// MSGP makes a responder honour RDMA_MSGP (seed 002 section 3.9,
-	// seed 004 section 3.5). Off by default: like RFC 8166 peers, the
-	// responder answers it with ERR_CHUNK.
+	// MSGP makes a responder honour RDMA_MSGP (RFC 5666 section 3.9,
+	// draft-ietf-nfsv4-rpcrdma-01 section 3.5). Off by default: like RFC 8166
+	// peers, the responder answers it with ERR_CHUNK.
 	MSGP bool
 
-	// ReadChunkReplies opts in to RFC 5666 read-chunk replies (seed 002
+	// ReadChunkReplies opts in to RFC 5666 read-chunk replies (RFC 5666
 	// sections 3.8 and 5): a responder sends a Version One reply that fits
 	// neither inline nor the offered reply chunk as a position-zero read
 	// chunk for the requester to pull, instead of answering ERR_CHUNK; a
@@ -116,10 +116,10 @@ type Config struct {
 	// negotiated inline size.
 	Limits wire.Limits
 
-	// Options are the Version Two optional features (RDMA_OPTIONAL, seed
-	// 000 section 4.2) this side understands, by rdma_opttype. A responder
-	// answers any other opttype with RDMA_ERR_INVAL_OPTION; a requester
-	// drops it.
+	// Options are the Version Two optional features (RDMA_OPTIONAL,
+	// draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2) this side
+	// understands, by rdma_opttype. A responder answers any other opttype
+	// with RDMA_ERR_INVAL_OPTION; a requester drops it.
 	Options map[uint32]OptionHandler
 
 	// Logger receives connection-level events; nil discards them.
@@ -207,7 +207,7 @@ type negotiated struct {
 }
 
 // negotiate combines this side's configuration with the peer's private
-// data (absent if it carried none, seed 003 section 4.1) for version v.
+// data (absent if it carried none, RFC 8797 section 4.1) for version v.
 func negotiate(c *Config, peer []byte, v wire.Version) negotiated {
 	var pd wire.PrivateData
 	ok := pd.Decode(peer)
@@ -228,9 +228,9 @@ func negotiate(c *Config, peer []byte, v wire.Version) negotiated {
 	return n
 }
 
-// OptionHandler handles one RDMA_OPTIONAL message (seed 000 section 4.2):
-// info is rdma_optinfo and payload the RPC message that followed it, if
-// any; both are the handler's to keep. It runs on the connection's loop
-// and must not block. On a responder, an error answers the message with
-// RDMA_ERR_INVAL_OPTION.
+// OptionHandler handles one RDMA_OPTIONAL message
+// (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2): info is rdma_optinfo
+// and payload the RPC message that followed it, if any; both are the
+// handler's to keep. It runs on the connection's loop and must not block. On
+// a responder, an error answers the message with RDMA_ERR_INVAL_OPTION.
 type OptionHandler func(c *Conn, info, payload []byte) error

@@ -9,7 +9,7 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
-// The Connection Configuration Protocol (seed 002 section 6; program
+// The Connection Configuration Protocol (RFC 5666 section 6; program
 // 100417 version 1, procedure CONF_RDMA). Every responder Conn serves it
 // itself, below the rpc.Server, because the answer describes the
 // connection: the largest inline call this responder accepts (its receive
@@ -50,7 +50,7 @@ func (r *responder) configReply(m *rpc.Msg) (*rpc.Msg, bool) {
 }
 
 // QueryConfig calls CONF_RDMA through cli, offering req, and returns the
-// responder's configuration (seed 002 section 6.2). Errors are cli.Call's.
+// responder's configuration (RFC 5666 section 6.2). Errors are cli.Call's.
 func QueryConfig(ctx context.Context, cli *rpc.Client, req wire.ConfigReq) (wire.ConfigReply, error) {
 	rep, err := cli.Call(ctx, &rpc.Request{
 		Prog: wire.ConfigProgram, Vers: wire.ConfigVersion, Proc: wire.ProcConfRDMA,

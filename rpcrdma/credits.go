@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// Credits (seed 002 section 3.3; RFC 8166 section 3.3.1).
+// Credits (RFC 5666 section 3.3; RFC 8166 section 3.3.1).
 //
 // A requester may have at most as many calls outstanding as the responder
 // has granted it; a call is outstanding from its Send until its reply (or

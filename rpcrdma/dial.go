@@ -13,7 +13,7 @@ import (
 
 // Dial connects to an RPC-over-RDMA responder at addr over provider p and
 // returns a requester Conn, ready for rpc.NewClient. It sends this side's
-// RFC 8797 private data (seed 003) and settles the inline sizes from the
+// RFC 8797 private data (RFC 8797) and settles the inline sizes from the
 // responder's. cfg may be nil for every default.
 func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn, error) {
 	if cfg == nil {
@@ -26,7 +26,7 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 		c.bc = newBackchannel(c)
 	}
 	// Receives for every reply, one spare, and the backward calls
-	// granted (seed 001 section 2.2.1).
+	// granted (RFC 8167, "Client Receive Buffers").
 	slots := int(c.cfg.credits()) + 1 + back
 	rcfg := c.cfg.RDMA
 	rcfg.PrivateData = c.cfg.privateData().Append(nil)
@@ -265,8 +265,8 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest) (*Conn, err
 		c.bc = newBackchannel(c)
 	}
 	// Receives for every call granted, two for messages outside the
-	// credit count, and one per backward call outstanding (seed 001
-	// section 2.2.2).
+	// credit count, and one per backward call outstanding (RFC 8167,
+	// "Server Receive Buffers").
 	slots := int(grantMax) + 2 + back
 	rcfg := c.cfg.RDMA
 	rcfg.PrivateData = c.cfg.privateData().Append(nil)

@@ -1,8 +1,8 @@
 // Package rpcrdma is the RPC-over-RDMA transport: ONC RPC carried over any
-// rdma.Provider, as RFC 5666 (Version One, seed 002), RFC 8167
-// (bi-directional operation, seed 001), RFC 8797 (connection private data,
-// seed 003) and draft-cel-nfsv4-rpcrdma-version-two-00 (Version Two, seed
-// 000) define it.
+// rdma.Provider, as RFC 8166 (Version One, which
+// obsoletes RFC 5666), RFC 8167 (bidirectional operation), RFC 8797
+// (connection private data) and draft-cel-nfsv4-rpcrdma-version-two-00
+// (Version Two) define it.
 //
 // A *Conn implements rpc.Transport, so rpc.Client and rpc.Server run over
 // it unchanged:
@@ -23,12 +23,12 @@
 // read chunk) when it does not, a reply chunk for replies too long to send
 // inline.
 //
-// Flow control follows seed 002 section 3.3: every connection starts with
-// one credit, the responder's grant (GrantPolicy, default 128) caps the
-// requester's outstanding calls, and a requester waiting for a credit
-// respects its context.
+// Flow control follows RFC 8166 section 3.3.1 (RFC 5666 section 3.3): every
+// connection starts with one credit, the responder's grant (GrantPolicy,
+// default 128) caps the requester's outstanding calls, and a requester
+// waiting for a credit respects its context.
 //
-// The backward direction (RFC 8167, seed 001) is on when both sides set
+// The backward direction (RFC 8167) is on when both sides set
 // Config.BackwardCredits: the responder then calls the requester on the
 // same connection through Conn.Backchannel, an rpc.Transport for an
 // rpc.Client on the responder and for an rpc.Server on the requester, with

@@ -23,8 +23,9 @@ func (e *ConnError) Error() string {
 // Unwrap returns the cause and net.ErrClosed.
 func (e *ConnError) Unwrap() []error { return []error{e.Err, net.ErrClosed} }
 
-// RemoteError reports that the responder answered a call with RDMA_ERROR
-// (seed 002 section 4.2 / seed 000 section 4.2). It fails that call only.
+// RemoteError reports that the responder answered a call with RDMA_ERROR (RFC
+// 5666 section 4.2 / draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2). It
+// fails that call only.
 type RemoteError struct {
 	XID  uint32
 	Vers wire.Version   // version of the error message

@@ -312,7 +312,7 @@ func FuzzResponder(f *testing.F) {
 	})
 }
 
-// TestMSGP sends RDMA_MSGP calls (seed 002 section 3.9) to a responder that
+// TestMSGP sends RDMA_MSGP calls (RFC 5666 section 3.9) to a responder that
 // honours them: the large opaque's data is padded to rdma_align in the
 // receive buffer, and the responder decodes around the padding.
 func TestMSGP(t *testing.T) {

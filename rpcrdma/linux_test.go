@@ -18,10 +18,10 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
-// The Linux kernel as a peer: knfsd (svcrdma) over soft-iWARP in the qemu
-// VM of ../shared/lab, reached on 127.0.0.1:20049 (RPCRDMA_LAB_ADDR
-// overrides). Start it with ../shared/lab/30-boot-vm.sh after the lab's
-// 00/10/20 steps; .ci/run does that. The export is a tmpfs with hello.txt.
+// The Linux kernel as a peer: knfsd (svcrdma) over soft-iWARP in a qemu
+// VM, reached on 127.0.0.1:20049 (RPCRDMA_LAB_ADDR overrides); package
+// internal/lab says how it is found and skips the tests when it is not
+// running; .ci/run boots it. The export is a tmpfs with hello.txt.
 
 const (
 	nfsProg         = 100003
@@ -267,8 +267,8 @@ func TestLinuxNFS(t *testing.T) {
 
 // TestLinuxMultiFPDUSend: knfsd reassembles an inline call that our
 // provider sends in several FPDUs (a 536-byte MSS), CRC on, and its data
-// reads back. The lab README lists multi-FPDU Sends towards the kernel as
-// untested: all our other calls fit one FPDU.
+// reads back. All our other calls fit one FPDU, and so did every message
+// Linux sent us (docs/linux-interop.md section 4).
 func TestLinuxMultiFPDUSend(t *testing.T) {
 	conn, cli := dialLinux(t, iwarp.Options{MSS: 536, CRC: iwarp.CRCRequire}, &rpcrdma.Config{DDPThreshold: 8192})
 	mulpdu := conn.RDMA().(*iwarp.Conn).MULPDU()
@@ -303,7 +303,8 @@ func TestLinuxMultiFPDUSend(t *testing.T) {
 	t.Logf("a %d-byte WRITE sent in FPDUs of at most %d bytes", size, mulpdu)
 }
 
-// TestLinuxRejectsRevision1: knfsd refuses MPA revision 1 (lab README);
+// TestLinuxRejectsRevision1: knfsd refuses MPA revision 1
+// (docs/linux-interop.md section 1);
 // the dialer sees an MPA reject, not a hang.
 func TestLinuxRejectsRevision1(t *testing.T) {
 	addr := lab.Knfsd(t)

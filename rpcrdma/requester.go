@@ -15,7 +15,7 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
-// The requester: marshaling calls (seed 002 sections 3.4-3.7, 5.1) and
+// The requester: marshaling calls (RFC 5666 sections 3.4-3.7, 5.1) and
 // matching replies.
 //
 // Life of a call. Send takes a credit, decides how each part travels,
@@ -227,7 +227,7 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 
 	if hdr.EncodedLen()+inlineLen > neg.sendLimit {
 		// Long call: the reduced message goes in a position-zero read
-		// chunk ahead of the data chunks (seed 002 section 5.1).
+		// chunk ahead of the data chunks (RFC 5666 section 5.1).
 		long := make([]byte, 0, inlineLen)
 		for _, p := range pieces {
 			long = append(long, p...)
@@ -356,8 +356,9 @@ func (r *requester) onMessage(in *inbound, derr error) {
 }
 
 // fallback handles ERR_VERS to the first call sent in Version Two: it
-// switches the connection to Version One and resends the call (seed 000
-// section 5). It reports whether it took the message.
+// switches the connection to Version One and resends the call
+// (draft-cel-nfsv4-rpcrdma-version-two-00 section 5). It reports whether it
+// took the message.
 func (r *requester) fallback(h *wire.Header) bool {
 	c := r.c
 	if h.Error.Code != wire.ErrVers || r.settled.Load() || !c.supports(wire.Version1) ||
@@ -388,7 +389,7 @@ func (r *requester) fallback(h *wire.Header) bool {
 	return true
 }
 
-// pullReply reads an RFC 5666 read-chunk reply (seed 002 sections 3.8 and
+// pullReply reads an RFC 5666 read-chunk reply (RFC 5666 sections 3.8 and
 // 5.1: the whole reply in a position-zero read chunk), tells the
 // responder with RDMA_DONE that its memory can go, and completes the call.
 func (r *requester) pullReply(in *inbound) {
@@ -570,13 +571,14 @@ func (r *requester) closeAll(err error) {
 	}
 }
 
-// SendOptional sends a Version Two RDMA_OPTIONAL message (seed 000 section
-// 4.2) carrying opttype and info, optionally followed by payload, and
-// returns once it is posted. It fails on a connection not in Version Two.
-// A responder that does not support opttype answers RDMA_ERR_INVAL_OPTION,
-// which arrives as an RDMA_ERROR for xid and is counted in
-// Stats().ErrorsReceived; no call is failed. SendOptional does not take a
-// credit: the optional feature defines its own flow control.
+// SendOptional sends a Version Two RDMA_OPTIONAL message
+// (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2) carrying opttype and
+// info, optionally followed by payload, and returns once it is posted. It
+// fails on a connection not in Version Two. A responder that does not support
+// opttype answers RDMA_ERR_INVAL_OPTION, which arrives as an RDMA_ERROR for
+// xid and is counted in Stats().ErrorsReceived; no call is failed.
+// SendOptional does not take a credit: the optional feature defines its own
+// flow control.
 func (c *Conn) SendOptional(ctx context.Context, xid, opttype uint32, info, payload []byte) error {
 	v := c.versions[len(c.versions)-1]
 	if c.req != nil {

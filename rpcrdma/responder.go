@@ -15,7 +15,7 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
-// The responder: receiving calls (seed 002 sections 3.5-3.8, 4.2, 5) and
+// The responder: receiving calls (RFC 5666 sections 3.5-3.8, 4.2, 5) and
 // marshaling replies.
 //
 // Life of a call. The loop decodes and validates the transport header of
@@ -159,7 +159,7 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 	if derr != nil {
 		p, perr := wire.DecodePrefix(raw)
 		if perr != nil {
-			c.stats.Dropped.Add(1) // nothing to answer (seed 002 section 4.2)
+			c.stats.Dropped.Add(1) // nothing to answer (RFC 5666 section 4.2)
 			return
 		}
 		var he *wire.HeaderError
@@ -186,7 +186,7 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		c.stats.Dropped.Add(1)
 		return
 	case wire.RDMA_DONE:
-		// The requester has pulled a read-chunk reply (seed 002 section
+		// The requester has pulled a read-chunk reply (RFC 5666 section
 		// 3.8): its memory can go. A DONE for nothing is dropped.
 		if !r.releaseReadReply(h.XID) {
 			c.stats.Dropped.Add(1)
@@ -205,8 +205,8 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 			r.sendError(h.XID, h.Vers, wire.ErrBadHeader)
 			return
 		}
-		// Seed 000 section 4.2: an opttype the receiver does not
-		// support is answered RDMA_ERR_INVAL_OPTION.
+		// draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2: an opttype the
+		// receiver does not support is answered RDMA_ERR_INVAL_OPTION.
 		if f := c.cfg.Options[h.Optional.Type]; f == nil || f(c, h.Optional.Info, clone(in.payload)) != nil {
 			r.sendError(h.XID, h.Vers, wire.ErrInvalOption)
 		}
@@ -302,7 +302,7 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	m.XDR = in.payload
 	m.Release = im.release
 	if h.Proc == wire.RDMA_MSGP && h.Padding.Align > 1 {
-		// Seed 002 section 3.9: opaques of at least rdma_thresh bytes
+		// RFC 5666 section 3.9: opaques of at least rdma_thresh bytes
 		// are padded so their data is aligned to rdma_align in the
 		// receive buffer, which the transport header starts.
 		m.Padding = rpc.Padding{Align: int(h.Padding.Align), Thresh: int(h.Padding.Thresh), Base: h.EncodedLen()}
@@ -721,7 +721,7 @@ func appendWrites(wrs []*rdma.WorkRequest, mr rdma.MR, off, length int, chunk, f
 }
 
 // sendReadReply sends a reply too long for any chunk the requester offered
-// as an RFC 5666 read-chunk reply (seed 002 sections 3.8 and 5.1): the
+// as an RFC 5666 read-chunk reply (RFC 5666 sections 3.8 and 5.1): the
 // whole reply in a position-zero read chunk of an RDMA_NOMSG message, for
 // the requester to pull with RDMA Reads and acknowledge with RDMA_DONE.
 // The reply stays registered until then, or for Config.DoneTimeout. RFC

@@ -17,7 +17,7 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
-// tshark judges a real connection (shared notes, oracle-tshark.md): one
+// tshark judges a real connection (docs/tshark.md): one
 // call per data path over the software iWARP with CRC, captured live on
 // lo, must decode in tshark into matched RPC calls and replies of the
 // expected procedures, with every chunk rebuilt where the notes say and

@@ -25,7 +25,7 @@ import (
 )
 
 // TestTraceLive captures a real run on lo and decodes it twice: with
-// `rpcrdma trace --json` and with tshark (shared notes, oracle-tshark.md).
+// `rpcrdma trace --json` and with tshark (docs/tshark.md).
 // Three connections to one `rpcrdma serve`:
 //
 //   - `rpcrdma bench --rpcrdma-version 2`: Version Two, which tshark 4.0

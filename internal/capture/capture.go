@@ -1,6 +1,6 @@
 // Package capture records live loopback traffic for tests and reads it back
 // through tshark, the independent decoder of the shared notes
-// (oracle-tshark.md).
+// (docs/tshark.md).
 //
 // Start runs dumpcap (the capture engine tshark itself uses) on lo with a
 // filter for one TCP port; Stop ends it and returns the capture file;
@@ -60,7 +60,7 @@ const (
 	runTimeout = 5 * time.Minute
 )
 
-// Options are the tshark options oracle-tshark.md requires for reading a
+// Options are the tshark options docs/tshark.md explains for reading a
 // capture of RPC-over-RDMA over iWARP: -n, -2 (two passes: reply links and
 // chunk rebuilding), both heuristics enabled and tried before port-based
 // dissectors, and the 4.0.17 RDMAP Send reassembly off.

@@ -1,11 +1,12 @@
-// Package lab lets tests use the Linux kernel of ../shared/lab as a peer:
-// knfsd and the NFS/RDMA client over soft-iWARP in a qemu VM, reached over
-// loopback. It skips a test when the VM is not running, runs commands in
-// the guest over the lab's command channel (as guestctl.py does), and
-// checks the guest kernel's log for crashes.
+// Package lab lets tests use the Linux kernel as a peer, in a qemu VM that a
+// lab kept outside this repository boots (docs/linux-interop.md says what it
+// taught us): knfsd and the NFS/RDMA client over soft-iWARP in a qemu VM,
+// reached over loopback. It skips a test when the VM is not running, runs
+// commands in the guest over the lab's command channel (as guestctl.py does),
+// and checks the guest kernel's log for crashes.
 //
 // Nothing here probes knfsd's port: a TCP connection that closes without
-// an MPA Request wedges siw's listener (lab README).
+// an MPA Request wedges siw's listener (docs/linux-interop.md section 1).
 package lab
 
 import (

@@ -1,10 +1,10 @@
 // Package trace decodes packet captures of RPC-over-RDMA over iWARP layer by
 // layer: TCP, MPA (RFC 5044, RFC 6581), DDP and RDMAP (RFC 5041, RFC 5040),
-// RPC-over-RDMA Version One and Two (RFC 8166; seed 002, seed 000) with the
-// RFC 8797 private data, and the ONC RPC header (RFC 5531). It is the library
-// behind `rpcrdma trace`, and it is built on the project's codecs: every
-// layer is decoded by the package that encodes it, and printed with that
-// package's String.
+// RPC-over-RDMA Version One and Two (RFC 8166,
+// draft-cel-nfsv4-rpcrdma-version-two-00) with the RFC 8797 private data, and
+// the ONC RPC header (RFC 5531). It is the library behind `rpcrdma trace`,
+// and it is built on the project's codecs: every layer is decoded by the
+// package that encodes it, and printed with that package's String.
 //
 // Input: classic pcap or pcapng, optionally gzip-compressed (Reader), with
 // Ethernet, Linux cooked (v1, v2), raw IP or loopback link types, IPv4 or

@@ -17,7 +17,7 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
 )
 
-// tshark as an independent decoder (shared notes, oracle-tshark.md): for
+// tshark as an independent decoder (docs/tshark.md): for
 // every frame where both decode a layer, the fields must agree. tshark 4.0
 // decodes RPC-over-RDMA only for Version One in Send (opcode 3) and Send
 // with Invalidate (4); Version Two, Sends with Solicited Event and headers
@@ -36,7 +36,7 @@ var tsharkFields = []string{
 	"rpc.xid", "rpc.msgtyp", "rpc.program", "rpc.procedure",
 }
 
-// tsharkFrames runs tshark with the options oracle-tshark.md requires and
+// tsharkFrames runs tshark with the options docs/tshark.md explains and
 // returns, per frame, each field's values (several when a frame holds
 // several FPDUs).
 func tsharkFrames(t *testing.T, path string) map[int]map[string][]string {

@@ -12,12 +12,12 @@ package iwarp
 // anything is delivered. Read Requests and Terminates, which are short,
 // are read whole and CRC-checked before they are looked at.
 //
-// Checks come in the order siw applies them (notes/iwarp-wire.md 3.7, 4.9,
-// 5.4): DDP version, RDMAP version, opcode, QN; then per queue the MSN in
-// sequence, a posted receive, the MO, room in the receive; for tagged
-// segments STag index, key, validity, PD, rights and bounds. The first
-// violation ends the connection with a Terminate (terminate.go); after it,
-// nothing more is placed or delivered.
+// Checks come in the order siw applies them (RFC 5041 section 7.2, RFC 5040
+// section 7.2, docs/linux-interop.md section 2): DDP version, RDMAP version,
+// opcode, QN; then per queue the MSN in sequence, a posted receive, the MO,
+// room in the receive; for tagged segments STag index, key, validity, PD,
+// rights and bounds. The first violation ends the connection with a Terminate
+// (terminate.go); after it, nothing more is placed or delivered.
 
 import (
 	"encoding/binary"
@@ -462,7 +462,7 @@ func (c *Conn) endTagged(h *ddp.Header, plen int) {
 }
 
 // recvWrite places an RDMA Write segment. A zero-length segment is not
-// checked (RFC 5041 section 7.1, notes/iwarp-wire.md 5.6).
+// checked (RFC 5041 section 7.1, docs/linux-interop.md section 2).
 func (c *Conn) recvWrite(h *ddp.Header, ulen, plen int) error {
 	if !c.lockPlacement() {
 		return errEnded
@@ -542,7 +542,7 @@ func (c *Conn) recvResponse(h *ddp.Header, ulen, plen int) error {
 // recvSend places a Send segment into the oldest posted receive and
 // delivers the message at its last segment (RFC 5041 section 7.1, RFC 5040
 // section 5.3; the invalidation of a Send with Invalidate at the end of
-// the message, notes/iwarp-wire.md 5.5).
+// the message, as siw does: docs/linux-interop.md section 2).
 func (c *Conn) recvSend(h *ddp.Header, ulen, plen int) error {
 	if !c.lockPlacement() {
 		return errEnded

@@ -35,9 +35,9 @@ const (
 
 	// flatMax is the largest batch copied into one buffer and written
 	// with write(2) rather than writev(2). For a small Send the copy
-	// costs less than the vectored write's per-piece work: a 64-byte
-	// Send ping-pong's p50 fell from 17.5 to 17.1 µs and an RPC NULL's
-	// from 20.6 to 20.2 µs (medians of five alternating runs).
+	// costs less than the vectored write's per-piece work (a small
+	// latency gain on a 64-byte Send ping-pong and an RPC NULL, measured
+	// with BenchmarkPingPong in alternating runs).
 	flatMax = 4 << 10
 
 	// rtrSTag is the STag of the zero-length RDMA Write an initiator
@@ -132,9 +132,8 @@ func (c *Conn) writer(notBefore time.Time) {
 			// is busy, and the goroutines that woke us are likely
 			// posting more. Let them run first, so that one write
 			// carries them all. With 64 NULL calls in flight this
-			// took the writes per call from 1.4 to 0.5 and the time
-			// per call from 8.5 to 5.0 µs; one call at a time never
-			// yields.
+			// took the writes per call from 1.4 to 0.5; one call at a
+			// time never yields.
 			runtime.Gosched()
 		}
 	}
@@ -353,15 +352,15 @@ func (c *Conn) flush() {
 	tx.out = tx.bufs
 	var err error
 	if n := len(tx.out); tx.kick > 0 && n > 1 && len(tx.out[n-1]) > 0 {
-		// Linux 6.1 siw as responder reads nothing that arrives before
-		// its QP is wired to the socket until another segment arrives
-		// (lab README, "Race in siw's accept"). FirstSendDelay usually
-		// covers that window; the last FPDU's trailer (pad and CRC),
-		// sent a FirstSendDelay later as a segment of its own, gives a
-		// slow host (a VM under load) a second chance. The trailer goes
-		// whole: siw 6.1 copies every piece of a trailer split across
-		// segments to the trailer's start (siw_get_trailer), so any
-		// other split of it fails its CRC check.
+		// Linux 6.1 siw as responder reads nothing that arrives before its QP
+		// is wired to the socket until another segment arrives
+		// (docs/linux-interop.md section 1, "Race in siw's accept").
+		// FirstSendDelay usually covers that window; the last FPDU's trailer
+		// (pad and CRC), sent a FirstSendDelay later as a segment of its own,
+		// gives a slow host (a VM under load) a second chance. The trailer
+		// goes whole: siw 6.1 copies every piece of a trailer split across
+		// segments to the trailer's start (siw_get_trailer), so any other
+		// split of it fails its CRC check.
 		d := tx.kick
 		tx.kick = 0
 		hold := tx.out[n-1]

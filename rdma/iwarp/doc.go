@@ -15,14 +15,14 @@
 // The upper layer's private data follows the IRD/ORD word; with it the MPA
 // private data stays within the 256 bytes siw accepts.
 //
-// CRC32c is used in both directions exactly when either startup frame has
-// the C flag (RFC 5044 section 7.1, notes/iwarp-wire.md 1.4); Options.CRC
-// only says when this side sets it (CRCFollow, the default, does as siw:
-// an initiator does not ask, a responder echoes the initiator). Markers are
+// CRC32c is used in both directions exactly when either startup frame has the
+// C flag (RFC 5044 section 7.1; docs/linux-interop.md section 1); Options.CRC
+// only says when this side sets it (CRCFollow, the default, does as siw: an
+// initiator does not ask, a responder echoes the initiator). Markers are
 // refused: this side never asks for them, a Request asking for them is
 // answered with a Reply with the Reject flag, and Dial fails on a Reply
-// asking for them. Peer-to-peer mode (RFC 6581 RTR messages) is accepted
-// from initiators and answered as siw does; Dial asks for it only with
+// asking for them. Peer-to-peer mode (RFC 6581 RTR messages) is accepted from
+// initiators and answered as siw does; Dial asks for it only with
 // Options.PeerToPeer, offering a zero-length RDMA Write as the RTR.
 //
 // # Data path
@@ -46,7 +46,7 @@
 // # Interoperability
 //
 // Linux 6.1 siw as responder may leave an FPDU that arrives right after its
-// Reply unread (lab README, "Race in siw's accept"), so an initiator holds
+// Reply unread (docs/linux-interop.md section 1), so an initiator holds
 // its first FPDU for Options.FirstSendDelay. As initiator siw aborts if
 // anything follows the Reply before it has parsed it, which the fence
 // prevents.

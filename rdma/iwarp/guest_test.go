@@ -23,8 +23,8 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
-// The Linux kernel as a peer of this provider, in the qemu VM of
-// ../../../shared/lab (Linux 6.1 knfsd and NFS client over soft-iWARP):
+// The Linux kernel as a peer of this provider, in a qemu VM (Linux 6.1
+// knfsd and NFS client over soft-iWARP; see package internal/lab):
 //
 //   - TestGuestClientMount: the guest's NFS client (xprtrdma) mounts
 //     through qemu's guestfwd 10.0.2.100:20049 -> 127.0.0.1:30049, where an
@@ -35,7 +35,7 @@ import (
 // Both skip unless the VM runs ($WORK/qemu.pid alive, LAB-READY on the
 // console; WORK defaults to /tmp/rpcrdma-lab) and check after each case
 // that the guest kernel logged no BUG, Oops or WARNING: a malformed frame
-// can crash siw (lab README, "What went wrong").
+// can crash siw (docs/linux-interop.md section 1).
 
 const (
 	guestNFSProg       = 100003
@@ -138,8 +138,9 @@ func compoundServerFault(ops chan<- string) rpc.Handler {
 	}
 }
 
-// guestClientPD is the RFC 8797 private data the Linux 6.1 NFS client
-// sends (lab README): version 1, remote invalidation OK, 4096/4096.
+// guestClientPD is the RFC 8797 private data the Linux 6.1 NFS client sends
+// (docs/linux-interop.md section 1): version 1, remote invalidation OK,
+// 4096/4096.
 var guestClientPD = []byte{0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0x03, 0x03}
 
 // TestGuestClientMount lets the guest's NFS client mount from an

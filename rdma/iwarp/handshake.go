@@ -1,7 +1,7 @@
 package iwarp
 
-// The MPA handshake (RFC 5044 section 7.1, RFC 6581; notes/iwarp-wire.md
-// 1.3, 2), as a state machine per side.
+// The MPA handshake (RFC 5044 section 7.1, RFC 6581), as a state machine per
+// side.
 //
 // Initiator (Provider.Dial):
 //

@@ -4,7 +4,7 @@ package iwarp
 // Provider's STag table is shared by all its connections as an RNIC's is.
 // Indexes are handed out cyclically from a random starting point and each
 // slot's key starts at a random value, so STags are sparse and a stale one
-// never matches (RFC 5042, notes/iwarp-wire.md 5.6).
+// never matches (RFC 5042).
 //
 // An MR belongs to one Conn, its protection domain. Its mutable state
 // (STag, validity, access) is written under that Conn's mutex and

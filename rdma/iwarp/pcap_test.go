@@ -3,7 +3,7 @@ package iwarp
 // A recorder of one connection's two byte streams and a writer of classic
 // pcap files for them, with made-up Ethernet, IPv4 and TCP headers, so
 // that tshark can decode our traffic without a capture privilege
-// (notes/oracle-tshark.md, "Live capture on loopback").
+// (docs/tshark.md, "Capturing without privileges").
 
 import (
 	"encoding/binary"

@@ -43,7 +43,7 @@ const (
 	// Reply before its first FPDU. Linux 6.1 siw as responder writes its
 	// Reply before it hooks the socket to the queue pair; an FPDU that
 	// lands in that window stays unread until the next segment arrives
-	// (lab README, "Race in siw's accept"). The window is the time siw
+	// (docs/linux-interop.md section 1). The window is the time siw
 	// takes to move its QP to RTS, well under a millisecond on real
 	// hardware and a few milliseconds under emulation, so 50 ms covers it
 	// many times over while costing an interactive client little. Work
@@ -62,8 +62,8 @@ const listenBacklog = 64
 
 // CRCPolicy says when this side sets the C flag (RFC 5044 section 7.1) in
 // the MPA Request or Reply it sends. Whatever the policy, CRC32c is used in
-// both directions exactly when either frame has C set (notes/iwarp-wire.md
-// 1.4): RFC 5044 lets a side stop asking for CRC but not refuse a peer who
+// both directions exactly when either frame has C set (RFC 5044 section
+// 7.1): RFC 5044 lets a side stop asking for CRC but not refuse a peer who
 // asks.
 type CRCPolicy uint8
 

@@ -11,7 +11,7 @@ import (
 )
 
 // tcpMSS returns the connection's effective send MSS, which RFC 5044
-// section 7.1 sizes FPDUs from (notes/iwarp-wire.md 1.8): the MSS the path
+// section 7.1 sizes FPDUs from (its MULPDU): the MSS the path
 // MTU allows (IP_MTU or IPV6_MTU, less the IP and TCP headers and a
 // timestamp option), or TCP_MAXSEG when larger or when the MTU is unknown.
 // TCP_MAXSEG alone can be half that: early in a connection Linux bounds

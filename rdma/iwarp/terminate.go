@@ -57,7 +57,7 @@ func violatef(cause ddp.Cause, h *ddp.Header, ulen int, format string, args ...a
 }
 
 // terminate returns the Terminate header that reports v, including what
-// RFC 5040 section 7.1 and Figure 10 ask for (notes/iwarp-wire.md 4.7):
+// RFC 5040 section 7.1 and Figure 10 ask for:
 // nothing for a local catastrophic error or an MPA error; the offending DDP
 // header with its segment length (D and M) for every other error where
 // there is one; and the offending Read Request (R) for an RDMAP remote

@@ -24,8 +24,8 @@ import (
 // tshark gives the CRC check only in its display name).
 type tsharkRecord map[string]string
 
-// runTshark decodes path with the options notes/oracle-tshark.md
-// recommends and returns its MPA records in stream order.
+// runTshark decodes path with the options docs/tshark.md explains and
+// returns its MPA records in stream order.
 func runTshark(t *testing.T, tshark, path string) []tsharkRecord {
 	t.Helper()
 	cmd := exec.Command(tshark, "-n", "-2",

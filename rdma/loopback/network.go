@@ -5,10 +5,11 @@
 // Strict means: a Send arriving with no posted receive, or longer than the
 // posted receive, ends the connection (there is no buffering and no
 // receiver-not-ready retry); every tagged access is checked in the order
-// Linux siw applies (notes/iwarp-wire.md 5.4) and a violation terminates the
-// connection with the Terminate code siw or the RFC would send; an RDMA Read
-// beyond the responder's IRD ends the connection. Faults (latency, a lost
-// message, an abort) are injected per connection with Conn.SetFaults.
+// Linux siw applies (docs/linux-interop.md section 2) and a violation
+// terminates the connection with the Terminate code siw or the RFC would
+// send; an RDMA Read beyond the responder's IRD ends the connection. Faults
+// (latency, a lost message, an abort) are injected per connection with
+// Conn.SetFaults.
 //
 // A Network owns a listener namespace and a device-wide STag table; there is
 // no global state. Each connection runs one goroutine per direction, which

@@ -62,7 +62,7 @@ func (o outcome) wantTerm(t *testing.T, detIsB bool, te rdma.TerminateError) {
 
 // TestCheckOrder checks which Terminate each tagged access gets when
 // several checks fail: siw's order is index, key and validity, PD, rights,
-// bounds (notes/iwarp-wire.md 5.4).
+// bounds (docs/linux-interop.md section 2).
 func TestCheckOrder(t *testing.T) {
 	type regions struct{ own, foreign, ownRO, ownWO, foreignRO rdma.MR }
 	cases := []struct {

@@ -2,13 +2,13 @@ package loopback
 
 // The transmit path: one goroutine per connection direction.
 //
-// A Conn's goroutine carries everything that side transmits, one message at
-// a time, in order: the RDMA Read Responses it owes (first, as siw's
-// transmit path favours them) and its send queue. Transmitting a message
-// applies it to the peer at once under the link mutex: a Send consumes the
-// peer's oldest posted receive, a Write places data after the checks of
-// notes/iwarp-wire.md 5.4, a Read Request joins the peer's inbound read
-// queue, and a Read Response places data into the requester's sink. So a
+// A Conn's goroutine carries everything that side transmits, one message at a
+// time, in order: the RDMA Read Responses it owes (first, as siw's transmit
+// path favours them) and its send queue. Transmitting a message applies it to
+// the peer at once under the link mutex: a Send consumes the peer's oldest
+// posted receive, a Write places data after the checks siw makes
+// (docs/linux-interop.md section 2), a Read Request joins the peer's inbound
+// read queue, and a Read Response places data into the requester's sink. So a
 // Send posted after Writes is delivered after they are placed, and a Read
 // completes after its response is placed.
 
@@ -221,8 +221,8 @@ func (c *Conn) refused(seq uint64, det *Conn, te rdma.TerminateError) {
 }
 
 // execSend delivers a Send into the peer's oldest posted receive
-// (notes/iwarp-wire.md 5.4: buffer available, room, local SGE checks,
-// then the invalidation at the end of the message, 5.5).
+// (as siw does, docs/linux-interop.md section 2: buffer available, room,
+// local SGE checks, then the invalidation at the end of the message).
 func (c *Conn) execSend(seq uint64, w *wq.SendWR) {
 	p := c.peer
 	if p.q.RQ.Len() == 0 {
@@ -256,8 +256,8 @@ func (c *Conn) execSend(seq uint64, w *wq.SendWR) {
 	c.q.Finish(seq, rdma.StatusSuccess, w.Length)
 }
 
-// execWrite places an RDMA Write. A zero-length Write is not checked
-// (notes/iwarp-wire.md 5.6).
+// execWrite places an RDMA Write. A zero-length Write is not checked (RFC
+// 5041 section 7.1).
 func (c *Conn) execWrite(seq uint64, w *wq.SendWR) {
 	if w.Length > 0 {
 		dst, te, ok := c.peer.checkRemote("remote write", w.RemoteSTag, w.RemoteTO, w.Length, rdma.AccessRemoteWrite, &memreg.WriteCodes)

@@ -119,7 +119,7 @@ func testWriteThenSend(t *testing.T, cfg Config) {
 }
 
 // testZeroLengthUnchecked: zero-length Writes and Reads are not checked
-// against any STag (notes/iwarp-wire.md 5.6).
+// against any STag (RFC 5041 section 7.1).
 func testZeroLengthUnchecked(t *testing.T, cfg Config) {
 	a, b := Pair(t, cfg, rdma.ConnConfig{}, rdma.ConnConfig{})
 	bogus := rdma.MakeSTag(1, 1)

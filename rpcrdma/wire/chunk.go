@@ -8,10 +8,11 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
-// Chunk lists on the wire (seed 004 section 4.2, seed 000 section 4.2). Each
-// XDR optional pointer and each link of a linked list is a 4-byte
-// discriminant, 1 when an item follows and 0 at the end, so (key: HLOO =
-// handle, length, offset high, offset low; P = position; N = count):
+// Chunk lists on the wire (draft-ietf-nfsv4-rpcrdma-01 section 4.2,
+// draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2). Each XDR optional
+// pointer and each link of a linked list is a 4-byte discriminant, 1 when an
+// item follows and 0 at the end, so (key: HLOO = handle, length, offset high,
+// offset low; P = position; N = count):
 //
 //	read list:   1 P HLOO 1 P HLOO ... 0
 //	write list:  1 N HLOO... 1 N HLOO... ... 0
@@ -33,9 +34,10 @@ const (
 )
 
 // Segment is one registered memory region of the peer: xdr_rdma_segment in
-// seed 004 section 4.2, rpcrdma2_segment in seed 000. Handle is the steering
-// tag (for iWARP, the STag), Offset the tagged offset or address, both
-// interpreted only by the memory's owner.
+// draft-ietf-nfsv4-rpcrdma-01 section 4.2, rpcrdma2_segment in
+// draft-cel-nfsv4-rpcrdma-version-two-00. Handle is the steering tag (for
+// iWARP, the STag), Offset the tagged offset or address, both interpreted
+// only by the memory's owner.
 type Segment struct {
 	Handle uint32
 	Length uint32
@@ -73,11 +75,12 @@ func (s Segment) String() string { return string(s.appendText(nil)) }
 // LogValue implements slog.LogValuer.
 func (s Segment) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
-// ReadSegment is one entry of a read list: xdr_read_chunk in seed 004
-// section 4.2 (RFC 8166 calls it a read segment), rpcrdma2_read_segment in
-// seed 000. Position is the byte offset in the RPC message, before reduction,
-// at which the segment's data belongs (seed 002 section 3.4); segments that
-// share a position form one read chunk.
+// ReadSegment is one entry of a read list: xdr_read_chunk in
+// draft-ietf-nfsv4-rpcrdma-01 section 4.2 (RFC 8166 calls it a read segment),
+// rpcrdma2_read_segment in draft-cel-nfsv4-rpcrdma-version-two-00. Position
+// is the byte offset in the RPC message, before reduction, at which the
+// segment's data belongs (RFC 5666 section 3.4); segments that share a
+// position form one read chunk.
 type ReadSegment struct {
 	Position uint32
 	Segment
@@ -105,9 +108,9 @@ func (r ReadSegment) String() string { return string(r.appendText(nil)) }
 // LogValue implements slog.LogValuer.
 func (r ReadSegment) LogValue() slog.Value { return slog.StringValue(r.String()) }
 
-// ReadList is the read list, xdr_read_list (seed 004 section 4.2): the read
-// segments of every read chunk in the message, in list order. A nil or empty
-// ReadList is the empty list.
+// ReadList is the read list, xdr_read_list (draft-ietf-nfsv4-rpcrdma-01
+// section 4.2): the read segments of every read chunk in the message, in list
+// order. A nil or empty ReadList is the empty list.
 type ReadList []ReadSegment
 
 // EncodedLen returns the size of l's encoding, terminator included.
@@ -156,7 +159,7 @@ func (l ReadList) String() string { return string(l.appendText(nil)) }
 func (l ReadList) LogValue() slog.Value { return slog.StringValue(l.String()) }
 
 // ReadChunk is one read chunk: the adjacent read segments of a read list
-// that share a position (seed 002 section 3.4: "all chunks belonging to a
+// that share a position (RFC 5666 section 3.4: "all chunks belonging to a
 // single RPC argument or result will have the same position"). Its data is
 // the concatenation of its segments' data, in list order.
 type ReadChunk struct {
@@ -203,9 +206,9 @@ func (l ReadList) Chunks(dst []ReadChunk) []ReadChunk {
 	return dst
 }
 
-// WriteChunk is a write chunk, xdr_write_chunk (seed 004 section 4.2): a
-// counted array of segments the responder fills in order. The reply chunk
-// has the same form.
+// WriteChunk is a write chunk, xdr_write_chunk (draft-ietf-nfsv4-rpcrdma-01
+// section 4.2): a counted array of segments the responder fills in order. The
+// reply chunk has the same form.
 type WriteChunk []Segment
 
 // EncodedLen returns the size of c's encoding, count included.
@@ -233,7 +236,7 @@ func (c WriteChunk) decode(d *xdr.Decoder) WriteChunk {
 }
 
 // Length returns the sum of the segments' lengths. In a reply it is the
-// number of bytes the responder wrote (seed 002 section 3.6).
+// number of bytes the responder wrote (RFC 5666 section 3.6).
 func (c WriteChunk) Length() uint64 {
 	var n uint64
 	for _, s := range c {
@@ -259,9 +262,10 @@ func (c WriteChunk) String() string { return string(c.appendText(nil)) }
 // LogValue implements slog.LogValuer.
 func (c WriteChunk) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
-// WriteList is the write list, xdr_write_list (seed 004 section 4.2): one
-// write chunk per result the requester wants placed directly, consumed in
-// the order the results appear in the reply (seed 002 section 3.6).
+// WriteList is the write list, xdr_write_list (draft-ietf-nfsv4-rpcrdma-01
+// section 4.2): one write chunk per result the requester wants placed
+// directly, consumed in the order the results appear in the reply (RFC 5666
+// section 3.6).
 type WriteList []WriteChunk
 
 // EncodedLen returns the size of l's encoding, terminator included.
@@ -318,11 +322,11 @@ func (l WriteList) String() string { return string(l.appendText(nil)) }
 // LogValue implements slog.LogValuer.
 func (l WriteList) LogValue() slog.Value { return slog.StringValue(l.String()) }
 
-// ReplyChunk is the reply chunk, rdma_reply: an optional write chunk (seed
-// 004 section 4.2, "struct xdr_write_chunk *rdma_reply") into which the
-// responder writes a reply too long to send inline (seed 002 section 5.2).
-// Present distinguishes an absent reply chunk from one with no segments,
-// which the wire can also express.
+// ReplyChunk is the reply chunk, rdma_reply: an optional write chunk
+// (draft-ietf-nfsv4-rpcrdma-01 section 4.2, "struct xdr_write_chunk
+// *rdma_reply") into which the responder writes a reply too long to send
+// inline (RFC 5666 section 5.2). Present distinguishes an absent reply chunk
+// from one with no segments, which the wire can also express.
 type ReplyChunk struct {
 	Present bool
 	Chunk   WriteChunk
@@ -366,10 +370,11 @@ func (r ReplyChunk) String() string { return string(r.appendText(nil)) }
 // LogValue implements slog.LogValuer.
 func (r ReplyChunk) LogValue() slog.Value { return slog.StringValue(r.String()) }
 
-// ChunkLists is the body of RDMA_MSG and RDMA_NOMSG, and the tail of
-// Version One's RDMA_MSGP: rpc_rdma_header in seed 004 section 4.2,
-// rpcrdma2_chunk_lists in seed 000 section 4.2 (whose body union calls it
-// rpcrdma2_chunks; they are the same structure).
+// ChunkLists is the body of RDMA_MSG and RDMA_NOMSG, and the tail of Version
+// One's RDMA_MSGP: rpc_rdma_header in draft-ietf-nfsv4-rpcrdma-01 section
+// 4.2, rpcrdma2_chunk_lists in draft-cel-nfsv4-rpcrdma-version-two-00 section
+// 4.2 (whose body union calls it rpcrdma2_chunks; they are the same
+// structure).
 type ChunkLists struct {
 	Reads  ReadList
 	Writes WriteList

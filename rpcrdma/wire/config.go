@@ -8,9 +8,10 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
-// The Connection Configuration Protocol (seed 002 section 6, XDR in seed
-// 004 section 6.2) is an ordinary ONC RPC program that a client may call on
-// a new connection to exchange inline sizes and RDMA Read depths:
+// The Connection Configuration Protocol (RFC 5666 section 6, XDR in
+// draft-ietf-nfsv4-rpcrdma-01 section 6.2) is an ordinary ONC RPC program
+// that a client may call on a new connection to exchange inline sizes and
+// RDMA Read depths:
 //
 //	program CONFIG_RDMA_PROG {
 //	    version VERS1 {
@@ -18,10 +19,10 @@ import (
 //	    } = 1;
 //	} = 100417;
 //
-// Seed 004 leaves the program number unassigned ("nnnnnn"); seed 002
-// section 12 records IANA's assignment, 100417 (rpc.rdmaconfig). Its use is
-// optional (seed 002 section 6.1), and RFC 8797 private data (PrivateData)
-// now carries the inline sizes instead.
+// Draft-ietf-nfsv4-rpcrdma-01 leaves the program number unassigned
+// ("nnnnnn"); RFC 5666 section 12 records IANA's assignment, 100417
+// (rpc.rdmaconfig). Its use is optional (RFC 5666 section 6.1), and RFC 8797
+// private data (PrivateData) now carries the inline sizes instead.
 const (
 	ConfigProgram = 100417 // CONFIG_RDMA_PROG
 	ConfigVersion = 1      // VERS1
@@ -30,8 +31,8 @@ const (
 
 const configLen = 12
 
-// ConfigReq is config_rdma_req, the argument of CONF_RDMA (seed 004
-// section 6.2).
+// ConfigReq is config_rdma_req, the argument of CONF_RDMA
+// (draft-ietf-nfsv4-rpcrdma-01 section 6.2).
 type ConfigReq struct {
 	// MaxCallSendSize (maxcall_sendsize) is the largest inline RPC call the
 	// client will send.
@@ -44,9 +45,10 @@ type ConfigReq struct {
 	MaxRDMARead uint32
 }
 
-// ConfigReply is config_rdma_reply, the result of CONF_RDMA (seed 004
-// section 6.2). Its second member is the server's alignment, not a reply
-// size: the server does not echo maxreply_sendsize.
+// ConfigReply is config_rdma_reply, the result of CONF_RDMA
+// (draft-ietf-nfsv4-rpcrdma-01 section 6.2). Its second member is the
+// server's alignment, not a reply size: the server does not echo
+// maxreply_sendsize.
 type ConfigReply struct {
 	// MaxCallSendSize (maxcall_sendsize) is the largest inline call the
 	// server accepts; the client must not send a larger one.

@@ -10,8 +10,8 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
-// Hand-derived from the XDR of seed 004 section 6.2: three unsigned words
-// each, in declaration order.
+// Hand-derived from the XDR of draft-ietf-nfsv4-rpcrdma-01 section 6.2: three
+// unsigned words each, in declaration order.
 var (
 	configReqHex   = "00000400 00001000 00000010" // maxcall 1024, maxreply 4096, maxrdmaread 16
 	configReplyHex = "00000800 00001000 00000000" // maxcall 2048, align 4096, maxrdmaread 0
@@ -66,7 +66,7 @@ func TestConfigGolden(t *testing.T) {
 		}
 	})
 	if ConfigProgram != 100417 || ConfigVersion != 1 || ProcConfRDMA != 1 {
-		t.Error("program, version or procedure number wrong (seed 002 section 12, seed 004 section 6.2)")
+		t.Error("program, version or procedure number wrong (RFC 5666 section 12)")
 	}
 }
 

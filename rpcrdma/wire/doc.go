@@ -4,21 +4,21 @@
 //
 // What it covers:
 //
-//   - Header: the transport header of Version One (RFC 5666, seed 002
-//     section 4; XDR in seed 004 section 4.2) and of Version Two
-//     (draft-cel-nfsv4-rpcrdma-version-two-00, seed 000 section 4.2). One
-//     type serves both: they share the prefix and the chunk lists, and Vers
-//     selects the body layout. Segment, ReadSegment, ReadList, WriteChunk,
-//     WriteList and ReplyChunk are the chunk lists' parts; ReadList.Chunks
-//     groups read segments into read chunks.
+//   - Header: the transport header of Version One (RFC 5666 section 4; XDR in
+//     draft-ietf-nfsv4-rpcrdma-01 section 4.2) and of Version Two
+//     (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2). One type serves
+//     both: they share the prefix and the chunk lists, and Vers selects the
+//     body layout. Segment, ReadSegment, ReadList, WriteChunk, WriteList and
+//     ReplyChunk are the chunk lists' parts; ReadList.Chunks groups read
+//     segments into read chunks.
 //   - Prefix and DecodePrefix: the three words every version starts with,
 //     enough to answer a header of any version with ERR_VERS.
 //   - Validate and Limits: the second pass, which holds a header to the rules
 //     that relate its fields (positions, chunk combinations, sizes) and
 //     reports a *HeaderError carrying the code to send back.
-//   - PrivateData: the RFC 8797 RDMA-CM private data (seed 003).
+//   - PrivateData: the RFC 8797 RDMA-CM private data (RFC 8797).
 //   - ConfigReq and ConfigReply: the Connection Configuration Protocol's
-//     CONF_RDMA (seed 002 section 6, seed 004 section 6.2).
+//     CONF_RDMA (RFC 5666 section 6, draft-ietf-nfsv4-rpcrdma-01 section 6.2).
 //
 // Every message type has Append (append its encoding to a buffer),
 // EncodedLen (the size Append writes), a decoder, and a compact String and
@@ -40,18 +40,18 @@
 // against the bytes present. Errors name the rule and the item, e.g.
 // "rpcrdma: read chunk position 6 not 4-byte aligned".
 //
-// Where the seeds are ambiguous this package decides as follows.
+// Where the specifications are ambiguous this package decides as follows.
 //
 // RDMA_MSGP carries rdma_align and rdma_thresh before its chunk lists, as
-// seed 004 section 4.1 says in prose ("inserted prior to the Read and Write
-// chunk lists") and section 4.2 in XDR (rpc_rdma_header_padded).
+// draft-ietf-nfsv4-rpcrdma-01 section 4.1 says in prose ("inserted prior to
+// the Read and Write chunk lists") and section 4.2 in XDR
+// (rpc_rdma_header_padded).
 //
-// ERR_CHUNK has no body. Seed 004's XDR appears to give it "uint32
-// rdma_extra[8]", but that text lost every one-word line in conversion
-// ("void;", "default:", "};"); RFC 5666's union is ERR_VERS: low, high;
-// ERR_CHUNK: void; default: rdma_extra[8]. Version One errors with other
-// codes therefore carry eight words (ErrorBody.Extra). RDMA_DONE likewise
-// has no body (seed 004 section 3.8: the message "is only 16 bytes").
+// ERR_CHUNK has no body: RFC 5666's union (section 4.3) is ERR_VERS: low,
+// high; ERR_CHUNK: void; default: rdma_extra[8]. Version One errors with
+// other codes therefore carry eight words (ErrorBody.Extra). RDMA_DONE
+// likewise has no body (draft-ietf-nfsv4-rpcrdma-01 section 3.8: the message
+// "is only 16 bytes").
 //
 // Version Two's RDMA_MSGP and RDMA_DONE decode as the void bodies the XDR
 // gives them and fail Validate as reserved. Version Two errors with a code
@@ -59,7 +59,8 @@
 //
 // A header after which no RPC message may follow (RDMA_NOMSG, RDMA_DONE,
 // RDMA_ERROR; Version Two's reserved types) must fill its buffer: trailing
-// bytes are malformed (seed 000 section 4.2: "MUST NOT follow").
+// bytes are malformed (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2:
+// "MUST NOT follow").
 //
 // Private data with an unknown Version is treated as absent, as Linux does
 // (see PrivateData.Decode).

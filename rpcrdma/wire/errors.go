@@ -18,14 +18,15 @@ const (
 	// RuleVersion: rdma_vers is not a version this package knows; answer
 	// with ERR_VERS.
 	RuleVersion
-	// RuleProc: rdma_proc is not a member of the version's enum (seed 004
-	// and seed 000 section 4.2 have no default arm).
+	// RuleProc: rdma_proc is not a member of the version's enum
+	// (draft-ietf-nfsv4-rpcrdma-01 and draft-cel-nfsv4-rpcrdma-version-two-00
+	// section 4.2 have no default arm).
 	RuleProc
 	// RuleErrorCode: a Version Two RDMA_ERROR carries a code outside
 	// rpcrdma2_errcode.
 	RuleErrorCode
 	// RuleReserved: a Version Two header uses RDMA_MSGP or RDMA_DONE, which
-	// seed 000 section 4.2 reserves.
+	// draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2 reserves.
 	RuleReserved
 	// RuleVersRange: an ERR_VERS body's low version exceeds its high one.
 	RuleVersRange

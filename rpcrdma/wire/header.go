@@ -9,8 +9,8 @@ import (
 
 // PrefixLen is the size of the words every version of the transport header
 // begins with: rdma_xid, rdma_vers, rdma_credit. The fourth word, rdma_proc,
-// is also at a fixed offset in every version (seed 004 section 4.1), but a
-// responder needs only these three to answer ERR_VERS.
+// is also at a fixed offset in every version (draft-ietf-nfsv4-rpcrdma-01
+// section 4.1), but a responder needs only these three to answer ERR_VERS.
 const PrefixLen = 12
 
 // minHeaderLen is the prefix plus rdma_proc.
@@ -59,50 +59,50 @@ func (p Prefix) attrs() []slog.Attr {
 	}
 }
 
-// Padding is the part of a Version One RDMA_MSGP body that precedes its
-// chunk lists (rpc_rdma_header_padded, seed 004 section 4.2): the alignment
-// the sender padded large opaque items to, and the size at or above which it
-// did (seed 004 section 3.5). RFC 8166 no longer uses RDMA_MSGP.
+// Padding is the part of a Version One RDMA_MSGP body that precedes its chunk
+// lists (rpc_rdma_header_padded, draft-ietf-nfsv4-rpcrdma-01 section 4.2):
+// the alignment the sender padded large opaque items to, and the size at or
+// above which it did (draft-ietf-nfsv4-rpcrdma-01 section 3.5). RFC 8166 no
+// longer uses RDMA_MSGP.
 type Padding struct {
 	Align  uint32 // rdma_align
 	Thresh uint32 // rdma_thresh
 }
 
-// ErrorBody is the body of RDMA_ERROR: rpc_rdma_error (seed 004 section 4.2)
-// or rpcrdma2_error (seed 000 section 4.2).
+// ErrorBody is the body of RDMA_ERROR: rpc_rdma_error
+// (draft-ietf-nfsv4-rpcrdma-01 section 4.2) or rpcrdma2_error
+// (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2).
 type ErrorBody struct {
 	Code ErrorCode
 	// Low and High are the inclusive range of versions the sender supports,
 	// present when Code is ErrVers.
 	Low, High Version
 	// Extra is the body of a Version One error with a code other than
-	// ERR_VERS and ERR_CHUNK: RFC 5666's default arm, "uint32
-	// rdma_extra[8]". Seed 004 section 4.2 prints that member under
-	// "case ERR_CHUNK:" because its conversion dropped the one-word lines
-	// "void;" and "default:" (as it dropped "void;" under RDMA_DONE, whose
-	// message section 3.8 says is 16 bytes long); Linux sends ERR_CHUNK
-	// with no body. Version Two has no default arm: an unknown code there
-	// is undecodable.
+	// ERR_VERS and ERR_CHUNK: the default arm of rpc_rdma_error, "uint32
+	// rdma_extra[8]" (RFC 5666 section 4.3). ERR_CHUNK itself is void, and
+	// Linux sends it with no body.
+	// Version Two has no default arm: an unknown code there is undecodable.
 	Extra [8]uint32
 }
 
 // Optional is the body of a Version Two RDMA_OPTIONAL message,
-// rpcrdma2_optional (seed 000 section 4.2). The meaning of Type and Info is
-// defined by the optional feature; an RPC message may follow (seed 000
-// section 4.2).
+// rpcrdma2_optional (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2). The
+// meaning of Type and Info is defined by the optional feature; an RPC message
+// may follow (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2).
 type Optional struct {
 	Type uint32 // rdma_opttype
 	// Info is rdma_optinfo. After Decode it aliases the decoded buffer.
 	Info []byte
 }
 
-// Header is a transport header of either version: rdma_msg (seed 004
-// section 4.2) or rpcrdma2_xprt_hdr (seed 000 section 4.2). The two share
-// their prefix and their chunk lists; Vers selects which body layout Proc
-// names. Only the body member Proc selects is meaningful: Chunks for
-// RDMA_MSG and RDMA_NOMSG, Padding and Chunks for Version One's RDMA_MSGP,
-// Error for RDMA_ERROR, Optional for Version Two's RDMA_OPTIONAL; RDMA_DONE
-// and Version Two's reserved RDMA_MSGP have no body.
+// Header is a transport header of either version: rdma_msg
+// (draft-ietf-nfsv4-rpcrdma-01 section 4.2) or rpcrdma2_xprt_hdr
+// (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2). The two share their
+// prefix and their chunk lists; Vers selects which body layout Proc names.
+// Only the body member Proc selects is meaningful: Chunks for RDMA_MSG and
+// RDMA_NOMSG, Padding and Chunks for Version One's RDMA_MSGP, Error for
+// RDMA_ERROR, Optional for Version Two's RDMA_OPTIONAL; RDMA_DONE and Version
+// Two's reserved RDMA_MSGP have no body.
 //
 // A Header is meant to be reused: Decode overwrites it in place and keeps
 // the backing arrays of its lists, so steady-state decoding allocates
@@ -125,7 +125,8 @@ func (h *Header) Prefix() Prefix { return Prefix{XID: h.XID, Vers: h.Vers, Credi
 // HasPayload reports whether an RPC message follows a header of h's version
 // and type in the same Send: after RDMA_MSG, Version One's RDMA_MSGP and
 // (optionally) Version Two's RDMA_OPTIONAL. Every other type stands alone
-// (seed 004 section 4.1, seed 000 section 4.2).
+// (draft-ietf-nfsv4-rpcrdma-01 section 4.1,
+// draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2).
 func (h *Header) HasPayload() bool {
 	switch h.Proc {
 	case RDMA_MSG:

@@ -355,9 +355,10 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
-// TestPartsGolden: each part of the chunk lists encodes as seed 004
-// section 4.2 lays it out, with EncodedLen agreeing. (Decoding them is
-// covered through the headers above, which is the only way they arrive.)
+// TestPartsGolden: each part of the chunk lists encodes as
+// draft-ietf-nfsv4-rpcrdma-01 section 4.2 lays it out, with EncodedLen
+// agreeing. (Decoding them is covered through the headers above, which is the
+// only way they arrive.)
 func TestPartsGolden(t *testing.T) {
 	s := Segment{Handle: 0xabcd01, Length: 0x2000, Offset: 0x1_1000_0000}
 	for _, tc := range []struct {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// RFC 8797 private data (seed 003 section 4): eight octets that each peer
+// RFC 8797 private data (RFC 8797 section 4): eight octets that each peer
 // of an RPC-over-RDMA Version One connection places in the RDMA-CM private
 // data of its connect request or accept. It is not XDR:
 //
@@ -17,23 +17,23 @@ import (
 //	octet  7    Receive Size
 //
 // Sizes are encoded as size/1024 - 1, so one octet spans 1 KiB to 256 KiB
-// (seed 003 section 5.2). The figure numbers the remote-invalidation flag
+// (RFC 8797 section 5.2). The figure numbers the remote-invalidation flag
 // bit 15 of the second word, which is the least significant bit of the Flags
 // octet, value 0x01 (Linux: RPCRDMA_CMP_F_SND_W_INV_OK).
 const (
 	// PrivateDataFormatID is the Format Identifier of RPC-over-RDMA
-	// Version One private data (seed 003 section 4).
+	// Version One private data (RFC 8797 section 4).
 	PrivateDataFormatID = 0xf6ab0e18
 	// PrivateDataVersion is the only message format version defined.
 	PrivateDataVersion = 1
 	// PrivateDataLen is the size of a version 1 message.
 	PrivateDataLen = 8
 	// FlagRemoteInvalidation is the remote-invalidation bit of the Flags
-	// octet (seed 003 section 5.1, "Bit 15").
+	// octet (RFC 8797 section 5.1, "Bit 15").
 	FlagRemoteInvalidation = 0x01
 
 	// MinInlineSize and MaxInlineSize are the sizes the Send Size and
-	// Receive Size octets can express (seed 003 section 5.2). MinInlineSize
+	// Receive Size octets can express (RFC 8797 section 5.2). MinInlineSize
 	// is also Version One's default inline threshold.
 	MinInlineSize = 1024
 	MaxInlineSize = 256 * 1024
@@ -43,7 +43,7 @@ const (
 type PrivateData struct {
 	// RemoteInvalidation says the sender may receive (as requester) or
 	// send (as responder) RDMA Send With Invalidate; the responder uses it
-	// only if both peers set it (seed 003 section 5.1).
+	// only if both peers set it (RFC 8797 section 5.1).
 	RemoteInvalidation bool
 	// SendSize is the largest RDMA Send, in bytes, the sender will post
 	// on the connection.
@@ -54,7 +54,7 @@ type PrivateData struct {
 }
 
 // DefaultPrivateData is what a peer that sent no private data is taken to
-// have sent (seed 003 section 4.1.1): no remote invalidation and both size
+// have sent (RFC 8797 section 4.1.1): no remote invalidation and both size
 // octets zero, that is 1 KiB each way.
 func DefaultPrivateData() PrivateData {
 	return PrivateData{SendSize: MinInlineSize, ReceiveSize: MinInlineSize}
@@ -93,9 +93,9 @@ func encodeInlineSize(kib int) byte { return byte(min(max(kib, 1), 256) - 1) }
 // Decode decodes private data received from the peer. It reports false, and
 // sets p to DefaultPrivateData, if b does not carry RPC-over-RDMA Version One
 // private data: if b is shorter than PrivateDataLen, does not begin with
-// PrivateDataFormatID (seed 003 section 4.1.2: ignore it, it may belong to
+// PrivateDataFormatID (RFC 8797 section 4.1.2: ignore it, it may belong to
 // another upper layer), or has a Version other than 1. For the last case
-// seed 003 defines no format, and section 4.1.1 says a peer that receives no
+// RFC 8797 defines no format, and section 4.1.1 says a peer that receives no
 // message conforming to section 4 acts as if the defaults were sent; Linux
 // does the same (rpcrdma_update_cm_private, svc_rdma_parse_connect_private).
 // Flag bits other than FlagRemoteInvalidation are ignored, and so are bytes

@@ -11,10 +11,11 @@ var privateDataVectors = []struct {
 	hex  string
 	want PrivateData
 }{
-	// Captured (shared lab README, "Captured hex"), after MPA v2's IRD/ORD word.
+	// Captured from Linux 6.1 (docs/linux-interop.md section 1), after MPA
+	// v2's IRD/ORD word.
 	{"lab-client-linux-private-data", "f6ab0e18 01 01 03 03", PrivateData{RemoteInvalidation: true, SendSize: 4096, ReceiveSize: 4096}},
 	{"lab-full-knfsd-private-data", "f6ab0e18 01 00 03 03", PrivateData{SendSize: 4096, ReceiveSize: 4096}},
-	// Hand-derived from seed 003 sections 4 and 5.2: the extremes of the
+	// Hand-derived from RFC 8797 sections 4 and 5.2: the extremes of the
 	// size encoding.
 	{"seed003-5.2-min-sizes", "f6ab0e18 01 00 00 00", PrivateData{SendSize: 1024, ReceiveSize: 1024}},
 	{"seed003-5.2-max-sizes", "f6ab0e18 01 01 ff ff", PrivateData{RemoteInvalidation: true, SendSize: 256 * 1024, ReceiveSize: 256 * 1024}},
@@ -50,7 +51,7 @@ func TestPrivateDataAbsent(t *testing.T) {
 		{"short", "f6ab0e18 01 01 03"},
 		{"other-format", "f6ab0e19 01 01 03 03"},
 		{"mpa-ird-ord-first", "00100010 f6ab0e18 01 00 03 03"},
-		// Seed 003 section 4 defines only version 1; a message of another
+		// RFC 8797 section 4 defines only version 1; a message of another
 		// version does not conform, so it is as if none was sent.
 		{"version-0", "f6ab0e18 00 01 03 03"},
 		{"version-2", "f6ab0e18 02 01 03 03"},

@@ -10,11 +10,11 @@ type Version uint32
 
 // The protocol versions this package encodes and decodes.
 const (
-	// Version1 is RPC-over-RDMA Version One (seed 002, RFC 5666; XDR in
-	// seed 004 section 4.2).
+	// Version1 is RPC-over-RDMA Version One (RFC 5666; XDR in
+	// draft-ietf-nfsv4-rpcrdma-01 section 4.2).
 	Version1 Version = 1
 	// Version2 is RPC-over-RDMA Version Two as of
-	// draft-cel-nfsv4-rpcrdma-version-two-00 (seed 000 section 4.2).
+	// draft-cel-nfsv4-rpcrdma-version-two-00 (section 4.2).
 	Version2 Version = 2
 )
 
@@ -28,8 +28,9 @@ func (v Version) LogValue() slog.Value { return slog.Uint64Value(uint64(v)) }
 func (v Version) supported() bool { return v == Version1 || v == Version2 }
 
 // Proc is the message type, rdma_proc: the discriminant of the header body
-// (seed 004 section 4.2 enum rdma_proc, seed 000 section 4.2 enum
-// rpcrdma2_proc). The constants are named as the specifications name them.
+// (draft-ietf-nfsv4-rpcrdma-01 section 4.2 enum rdma_proc,
+// draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2 enum rpcrdma2_proc). The
+// constants are named as the specifications name them.
 type Proc uint32
 
 // The message types. RDMA_OPTIONAL exists only in Version Two, where
@@ -37,10 +38,10 @@ type Proc uint32
 const (
 	RDMA_MSG      Proc = 0 // an RPC message follows the chunk lists
 	RDMA_NOMSG    Proc = 1 // no RPC message follows; it travels in a chunk
-	RDMA_MSGP     Proc = 2 // v1: padded RPC message (seed 004 section 3.5); v2: reserved
+	RDMA_MSGP     Proc = 2 // v1: padded RPC message (RFC 5666 section 3.9); v2: reserved
 	RDMA_DONE     Proc = 3 // v1: requester has read the reply's chunks; v2: reserved
 	RDMA_ERROR    Proc = 4 // the peer rejected a header
-	RDMA_OPTIONAL Proc = 5 // v2 only: an optional feature's message (seed 000 section 3.1)
+	RDMA_OPTIONAL Proc = 5 // v2 only: an optional feature's message (Version Two, section 3.1)
 )
 
 var procNames = [...]string{
@@ -65,9 +66,9 @@ func (p Proc) String() string {
 func (p Proc) LogValue() slog.Value { return slog.StringValue(p.String()) }
 
 // validIn reports whether p is a member of version v's rdma_proc enum.
-// Version One's union has no default arm (seed 004 section 4.2), so an
-// unknown proc is undecodable; Version Two adds RDMA_OPTIONAL (seed 000
-// section 4.2).
+// Version One's union has no default arm (draft-ietf-nfsv4-rpcrdma-01 section
+// 4.2), so an unknown proc is undecodable; Version Two adds RDMA_OPTIONAL
+// (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2).
 func (p Proc) validIn(v Version) bool {
 	if v == Version2 {
 		return p <= RDMA_OPTIONAL
@@ -76,10 +77,11 @@ func (p Proc) validIn(v Version) bool {
 }
 
 // ErrorCode is the error code of an RDMA_ERROR message: rpc_rdma_errcode in
-// Version One (seed 004 section 4.2), rpcrdma2_errcode in Version Two (seed
-// 000 section 4.2). The two enums share values: Version Two renamed ERR_CHUNK
-// to RDMA_ERR_BAD_HEADER (and broadened it to any header error, as RFC 8166
-// did for ERR_CHUNK) and added RDMA_ERR_INVAL_OPTION.
+// Version One (draft-ietf-nfsv4-rpcrdma-01 section 4.2), rpcrdma2_errcode in
+// Version Two (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2). The two
+// enums share values: Version Two renamed ERR_CHUNK to RDMA_ERR_BAD_HEADER
+// (and broadened it to any header error, as RFC 8166 did for ERR_CHUNK) and
+// added RDMA_ERR_INVAL_OPTION.
 type ErrorCode uint32
 
 // The error codes.
@@ -94,7 +96,7 @@ const (
 	ErrBadHeader ErrorCode = 2
 	// ErrInvalOption (RDMA_ERR_INVAL_OPTION): Version Two only; the
 	// receiver does not support an RDMA_OPTIONAL message's rdma_opttype
-	// (seed 000 section 3.1).
+	// (draft-cel-nfsv4-rpcrdma-version-two-00 section 3.1).
 	ErrInvalOption ErrorCode = 3
 )
 

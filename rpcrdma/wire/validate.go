@@ -24,18 +24,20 @@ const (
 // Limits are the bounds Validate holds a header to. The zero value means
 // every default. A connection typically sets MaxHeaderSize to its inline
 // threshold for the direction in question once it is negotiated (RFC 8797
-// private data, or 4096 bytes in Version Two, seed 000 section 2.3).
+// private data, or 4096 bytes in Version Two,
+// draft-cel-nfsv4-rpcrdma-version-two-00 section 2.3).
 type Limits struct {
 	MaxSegments   int // segments in all lists together; default DefaultMaxSegments
 	MaxChunks     int // read, write and reply chunks together; default DefaultMaxChunks
 	MaxHeaderSize int // bytes of encoded header; default DefaultMaxHeaderSize
 	MaxOptInfo    int // bytes of rdma_optinfo; default DefaultMaxOptInfo
 
-	// AllowReadReply accepts read chunks in Version One replies: RFC 5666
-	// let a responder return a reply, or parts of it, as read chunks that
-	// the requester pulls and acknowledges with RDMA_DONE (seed 002
-	// sections 3.8 and 5.2). RFC 8166 removed that, and Version Two (seed
-	// 000, built on rfc5666bis) never had it.
+	// AllowReadReply accepts read chunks in Version One replies: RFC 5666 let
+	// a responder return a reply, or parts of it, as read chunks that the
+	// requester pulls and acknowledges with RDMA_DONE (RFC 5666 sections 3.8
+	// and 5.2). RFC 8166 removed that, and Version Two
+	// (draft-cel-nfsv4-rpcrdma-version-two-00, built on
+	// draft-ietf-nfsv4-rfc5666bis) never had it.
 	AllowReadReply bool
 }
 
@@ -62,28 +64,28 @@ func (l Limits) withDefaults() Limits {
 //
 //   - the version is 1 or 2 and the proc a member of its enum (RuleVersion,
 //     RuleProc), and Version Two's RDMA_MSGP and RDMA_DONE are not used
-//     (RuleReserved; seed 000 section 4.2);
+//     (RuleReserved; draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2);
 //   - at most lim.MaxSegments segments and lim.MaxChunks chunks
 //     (RuleSegments, RuleChunks), and an encoded size of at most
 //     lim.MaxHeaderSize (RuleHeaderSize);
 //   - write and reply chunks have segments (RuleEmptyChunk); read segments
 //     have a length, and so do write and reply segments in a call
 //     (RuleZeroLength; in a reply a zero length reports an unused segment,
-//     seed 002 section 3.4);
+//     RFC 5666 section 3.4);
 //   - read positions are multiples of four (RulePositionAlign; XDR items
-//     start on 4-byte boundaries, seed 002 section 3.7, and Linux rejects
+//     start on 4-byte boundaries, RFC 5666 section 3.7, and Linux rejects
 //     other positions), the segments of one read chunk are adjacent
-//     (RuleChunkSplit; seed 002 section 3.4) and positions never decrease
+//     (RuleChunkSplit; RFC 5666 section 3.4) and positions never decrease
 //     (RulePositionOrder; the order XDR encoding produces them in, which
 //     later Version Two drafts require);
 //   - a position-zero read chunk, which carries the whole RPC message, only
-//     with RDMA_NOMSG (RulePositionZero; seed 002 section 5.1: a long
+//     with RDMA_NOMSG (RulePositionZero; RFC 5666 section 5.1: a long
 //     message is "the first entry in the read chunk list with an XDR
 //     position of zero" of an RDMA_NOMSG header);
 //   - RDMA_NOMSG has somewhere for the RPC message: a position-zero read
 //     chunk in a call, a reply chunk in a reply (or, with AllowReadReply, a
 //     position-zero read chunk), either when the direction is unknown
-//     (RuleNoMsgBody; seed 002 sections 5.1 and 5.2);
+//     (RuleNoMsgBody; RFC 5666 sections 5.1 and 5.2);
 //   - a reply has no read list unless lim.AllowReadReply and Version One
 //     (RuleReadInReply), and an RDMA_MSG or RDMA_MSGP reply reports no bytes
 //     in a reply chunk, since its message is inline (RuleReplyChunkInMsg;

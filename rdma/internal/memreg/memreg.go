@@ -2,7 +2,7 @@
 // share: a device-wide STag table, registered regions with their mutable
 // state in one atomic word, and the checks a peer's tagged access, a Send
 // with Invalidate and a local scatter/gather list go through, in the order
-// Linux siw applies them (notes/iwarp-wire.md 5.4, 5.5).
+// Linux siw applies them (docs/linux-interop.md section 2).
 //
 // An STag's 24-bit index names a slot of the Table, shared by all of a
 // provider's connections as a device's table is, so that an STag of another

@@ -73,7 +73,7 @@ var ibmMarkerCaptures = map[string]bool{
 
 // tsharkQuirks lists where tshark 4.0.17 cannot be the oracle. Its marker
 // handling assumes RFC marker positions and one FPDU per TCP segment
-// (oracle-tshark.md); on the IBM stream with drifting markers it rejects
+// (docs/tshark.md); on the IBM stream with drifting markers it rejects
 // the FPDUs it cannot size ("ULPDU length field does not contain the
 // expected length": no record) and mis-sizes two Read Requests whose
 // segment also holds a marker that it reads as data. Those frames are
@@ -349,7 +349,7 @@ func segmentRecord(f mpa.FPDU, s *Segment, crc bool) captureRecord {
 	return r
 }
 
-// tsharkRecords runs tshark (options from oracle-tshark.md: two passes, MPA
+// tsharkRecords runs tshark (options from docs/tshark.md: two passes, MPA
 // heuristic first because a port may belong to another dissector, Send
 // reassembly off) and returns one record per MPA frame or FPDU, by frame.
 func tsharkRecords(tshark, path string) (map[int][]captureRecord, error) {

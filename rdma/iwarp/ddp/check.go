@@ -3,7 +3,7 @@ package ddp
 import "math"
 
 // Receiver checks that need nothing but one segment (RFC 5041 section 7.1,
-// RFC 5040 section 7.2; project notes iwarp-wire.md 3.7 and 4.9). Each
+// RFC 5040 section 7.2). Each
 // returns nil or a *ParseError carrying the Cause of the Terminate to send.
 // Offsets are from the start of the ULPDU. Segment.Check runs them all in
 // the order a receiver must (only the first error is reported).

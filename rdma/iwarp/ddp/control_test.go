@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// iwarp-wire.md 4.1: the two control bytes of every message, L=1 and L=0.
+// RFC 5041 section 4 and RFC 5040 section 4.1: the two control bytes of every
+// message, L=1 and L=0.
 func TestControlBytes(t *testing.T) {
 	for _, tt := range []struct {
 		op        Opcode
@@ -158,8 +159,8 @@ func TestTerminateLayouts(t *testing.T) {
 		layout TermLayout
 		word   string
 	}{
-		{LayoutRFC, "12 02 c0 00"}, // iwarp-wire.md 4.7
-		{LayoutSiw, "21 02 03 00"}, // lab README, Linux 6.1 on the wire
+		{LayoutRFC, "12 02 c0 00"}, // RFC 5040 section 4.8
+		{LayoutSiw, "21 02 03 00"}, // Linux 6.1 (docs/linux-interop.md section 3)
 	} {
 		tm := base
 		tm.Layout = tt.layout

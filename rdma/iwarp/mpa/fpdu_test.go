@@ -14,7 +14,7 @@ func TestChecksumVectors(t *testing.T) {
 	if got := Checksum([]byte("123456789")); got != 0xe3069283 {
 		t.Errorf("CRC32c check value = %#x, want 0xe3069283", got)
 	}
-	// RFC 5044 figures 5 and 6 (iwarp-wire.md 6.8): the CRC over
+	// RFC 5044 figures 5 and 6: the CRC over
 	// the 48 bytes in front of the CRC field, written least significant
 	// byte first.
 	for _, v := range markerVectors[:2] {
@@ -44,7 +44,7 @@ func TestMULPDU(t *testing.T) {
 		markers bool
 		want    int
 	}{
-		{1448, false, 1442}, // iwarp-wire.md 1.8
+		{1448, false, 1442}, // EMSS - (6 + EMSS mod 4)
 		{1448, true, 1430},
 		{1460, false, 1454},
 		{1461, false, 1454},
@@ -192,7 +192,7 @@ func TestRTR(t *testing.T) {
 	for _, tt := range tests {
 		u := AppendRTR(nil, tt.t)
 		if tt.fpdu != nil {
-			// iwarp-wire.md 6.7: the FPDUs siw sends, CRC on.
+			// The RTR FPDUs siw sends in peer-to-peer mode, CRC on (siw_cm.c).
 			if got := AppendFPDU(nil, true, u); !bytes.Equal(got, tt.fpdu) {
 				t.Errorf("%v: FPDU % x\nwant % x", tt.t, got, tt.fpdu)
 			}

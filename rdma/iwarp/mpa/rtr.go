@@ -8,7 +8,7 @@ import "encoding/binary"
 // messages, but their bytes are fixed, because an RTR is always the first
 // message on its queue (MSN 1) and zero-length tagged fields are never
 // validated. The templates below are what Linux siw sends in peer-to-peer
-// mode (project notes iwarp-wire.md section 6.7): STag 1 and TO 0 for the
+// mode (RFC 6581 section 9.2; siw_cm.c): STag 1 and TO 0 for the
 // Write; sink STag 0 / TO 0, size 0, source STag 1 / TO 0 for the Read
 // Request.
 // They are ULPDUs; frame them with AppendFPDU like any other.

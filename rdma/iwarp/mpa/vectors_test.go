@@ -20,10 +20,11 @@ func zeros(n int) string { return strings.Repeat("00 ", n) }
 // cat decodes the concatenation of hex parts.
 func cat(parts ...string) []byte { return h(strings.Join(parts, " ")) }
 
-// Golden startup frames. Names give the source: "s6.1" is section 6.1 of
-// /work/shared/notes/iwarp-wire.md, "lab" is the Captured hex section of
-// /work/shared/lab/README.md (Linux 6.1 siw and nfsd), "ibm" the 2008 IBM
-// software iWARP captures, "smb" the Windows SMB-Direct capture.
+// Golden startup frames. Names give the source: "s6.N" are worked examples
+// computed from RFC 5044 and RFC 6581 and checked with tshark, "lab" bytes
+// captured from Linux 6.1 siw and nfsd (docs/linux-interop.md section 1),
+// "ibm" the 2008 IBM software iWARP captures, "smb" the Windows SMB-Direct
+// capture.
 var frameVectors = []struct {
 	name string
 	wire []byte
@@ -145,7 +146,7 @@ var markerVectors = []struct {
 	ulpdu []byte
 }{
 	{
-		// RFC 5044 figure 5 (iwarp-wire.md 6.8): a marker at
+		// RFC 5044 figure 5: a marker at
 		// the start of the stream, then a Send with MSN 1 and 24 zero bytes.
 		name:  "s6.8_rfc5044_fig5",
 		pos:   0,
