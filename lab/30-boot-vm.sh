@@ -68,6 +68,7 @@ qemu-system-x86_64 $ACCEL_OPTS -machine q35 -smp "$SMP" -m "$MEM" \
     -monitor unix:mon.sock,server=on,wait=off \
     -pidfile qemu.pid -daemonize
 echo "$SHARE" > share-dir   # read by internal/lab.Share
+touch ctl.lock && chmod 666 ctl.lock 2>/dev/null || true   # guestctl.py, internal/lab.Run
 deadline=$(( $(date +%s) + BOOT_TIMEOUT ))
 until grep -q LAB-READY console.log 2>/dev/null; do
     if ! kill -0 "$(cat qemu.pid 2>/dev/null)" 2>/dev/null; then

@@ -8,8 +8,10 @@ $WORK/ctl.sock), runs it with sh -c and answers with its output and a line
 "__END__ rc=N". A multi-line script must be folded into one line. Prints the
 output and exits with the command's status, or 124 if no answer came within
 the timeout (default 60 s; the command may still be running in the guest).
-internal/lab.Run does the same from Go.
+Commands run one at a time: it holds a lock on $WORK/ctl.lock, as
+internal/lab.Run does from Go.
 """
+import fcntl
 import os
 import re
 import socket
@@ -20,6 +22,16 @@ WORK = os.environ.get("WORK", "/tmp/rpcrdma-lab")
 
 
 def run(cmd, timeout=60.0):
+    # One command at a time: internal/lab.Run takes the same flock(2) lock.
+    lock = open(os.path.join(WORK, "ctl.lock"), "a+")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        return _run(cmd, timeout)
+    finally:
+        lock.close()
+
+
+def _run(cmd, timeout):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(os.path.join(WORK, "ctl.sock"))
     s.settimeout(0.2)

@@ -18,10 +18,11 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
-// The Linux kernel as a peer: knfsd (svcrdma) over soft-iWARP in a qemu
-// VM, reached on 127.0.0.1:20049 (RPCRDMA_LAB_ADDR overrides); package
-// internal/lab says how it is found and skips the tests when it is not
-// running; .ci/run boots it. The export is a tmpfs with hello.txt.
+// The Linux kernel as a peer: knfsd (svcrdma) over soft-iWARP in the qemu
+// VM of the repository's lab/ folder, reached on 127.0.0.1:20049
+// (RPCRDMA_LAB_ADDR overrides). Boot it with lab/run-all.sh (package
+// internal/lab and lab/README.md give the steps); .ci/run does that. The
+// export is a tmpfs with hello.txt.
 
 const (
 	nfsProg         = 100003

@@ -390,9 +390,9 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestPingKnfsd pings Linux knfsd over soft-iWARP in a qemu VM (see package
-// internal/lab), in Version One and in Version Two falling back to One. It
-// skips when the VM is not running.
+// TestPingKnfsd pings Linux knfsd over soft-iWARP in the lab VM (the
+// repository's lab/ folder), in Version One and in Version Two falling back
+// to One. It skips when the VM is not running.
 func TestPingKnfsd(t *testing.T) {
 	lab.Require(t)
 	for _, v := range []string{"1", "2"} {

@@ -1,12 +1,28 @@
-// Package lab lets tests use the Linux kernel as a peer, in a qemu VM that a
-// lab kept outside this repository boots (docs/linux-interop.md says what it
-// taught us): knfsd and the NFS/RDMA client over soft-iWARP in a qemu VM,
-// reached over loopback. It skips a test when the VM is not running, runs
-// commands in the guest over the lab's command channel (as guestctl.py does),
-// and checks the guest kernel's log for crashes.
+// Package lab lets tests use the Linux kernel of the repository's lab (the
+// lab/ folder) as a peer: a Debian 12 guest in qemu with knfsd and the
+// kernel's NFS client over soft-iWARP (siw0) and Soft-RoCE (rxe0), rdma-core
+// and perftest, reached from the host over loopback forwards. It skips a
+// test when the VM is not running, runs commands in the guest over the
+// lab's command channel (as lab/guestctl.py does), runs a test binary built
+// on the host inside the guest, and checks the guest kernel's log for
+// crashes.
 //
-// Nothing here probes knfsd's port: a TCP connection that closes without
-// an MPA Request wedges siw's listener (docs/linux-interop.md section 1).
+// Boot the lab from the repository root with
+//
+//	sudo lab/run-all.sh
+//
+// or step by step (the first step as root, for apt):
+//
+//	lab/00-deps.sh && lab/10-build-siw.sh && lab/20-build-initramfs.sh && lab/30-boot-vm.sh
+//
+// lab/README.md describes the guest: its devices, addresses, ports, exports
+// and share. Everything the lab builds lives in $WORK (default
+// /tmp/rpcrdma-lab); a VM booted with another WORK is used when the tests
+// run with the same WORK.
+//
+// Nothing here probes knfsd's NFS/RDMA port: a TCP connection that closes
+// without an MPA Request wedges siw's listener (docs/linux-interop.md
+// section 1).
 package lab
 
 import (
@@ -23,15 +39,57 @@ import (
 	"time"
 )
 
+// Addresses on the host's loopback, forwarded by qemu to and from the guest.
 const (
-	// KnfsdAddr is knfsd's NFS/RDMA port, forwarded by qemu.
+	// KnfsdAddr is knfsd's NFS/RDMA port (guest 20049). Through qemu's
+	// forward the host reaches siw0, since iWARP runs over TCP; in the
+	// guest, knfsd listens on every RDMA device.
 	KnfsdAddr = "127.0.0.1:20049"
-	// PeerAddr is where the guest's NFS client reaches a responder on the
-	// host (qemu's guestfwd).
+	// NFSTCPAddr is knfsd's NFS over TCP (guest 2049).
+	NFSTCPAddr = "127.0.0.1:12049"
+	// MountdAddr is rpc.mountd over TCP, which the guest runs on the fixed
+	// port 20048.
+	MountdAddr = "127.0.0.1:12048"
+	// RPCBindAddr is the guest's rpcbind over TCP (guest 111).
+	RPCBindAddr = "127.0.0.1:12111"
+	// PeerAddr is where the guest reaches a responder on the host: the
+	// guest dials GuestPeerIP port 20049 (qemu's guestfwd).
 	PeerAddr = "127.0.0.1:30049"
+	// PeerMountAddr is where the guest's MOUNT calls to GuestPeerIP port
+	// 20048 arrive on the host.
+	PeerMountAddr = "127.0.0.1:30048"
+	// PeerNFSTCPAddr is where the guest's NFS over TCP calls to GuestPeerIP
+	// port 2049 arrive on the host.
+	PeerNFSTCPAddr = "127.0.0.1:32049"
+)
+
+// Addresses inside the guest. rdma_cm picks a device by IP address, never by
+// name, so each device has its own NIC and address.
+const (
+	// GuestSiwIP is eth0's address in the guest, the one siw0 uses.
+	GuestSiwIP = "10.0.2.15"
+	// GuestRxeIP is eth1's address in the guest, the one rxe0 uses.
+	GuestRxeIP = "10.0.3.15"
+	// GuestPeerIP is the address at which the guest reaches the host's
+	// responders (PeerAddr, PeerMountAddr, PeerNFSTCPAddr).
+	GuestPeerIP = "10.0.2.100"
+)
+
+const (
 	// CmdTimeout is a generous bound for one guest command.
 	CmdTimeout = 60 * time.Second
+	// BinaryTimeout bounds one run of a test binary in the guest (see
+	// RunTestBinary): the guest runs under TCG, many times slower than the
+	// host.
+	BinaryTimeout = 10 * time.Minute
+	// lockWait bounds the wait for the command channel while another test
+	// (in this process or another) uses it.
+	lockWait = BinaryTimeout + 2*time.Minute
 )
+
+// bootHint says how to boot the lab, for skip messages.
+const bootHint = "boot it from the repository root with `sudo lab/run-all.sh` " +
+	"(or lab/00-deps.sh as root, then lab/10-build-siw.sh, lab/20-build-initramfs.sh, lab/30-boot-vm.sh; see lab/README.md)"
 
 // Work returns the lab's work directory: $WORK, or /tmp/rpcrdma-lab.
 func Work() string {
@@ -54,11 +112,11 @@ func Require(t testing.TB) {
 		}
 	}
 	if err != nil {
-		t.Skipf("Linux lab VM not running (%v); boot it with WORK=%s ../shared/lab/30-boot-vm.sh after the lab's 00/10/20 steps", err, work)
+		t.Skipf("Linux lab VM not running in WORK=%s (%v); %s", work, err, bootHint)
 	}
 	console, _ := os.ReadFile(filepath.Join(work, "console.log"))
 	if !bytes.Contains(console, []byte("LAB-READY")) {
-		t.Skip("Linux lab VM not ready (no LAB-READY on its console)")
+		t.Skipf("Linux lab VM in WORK=%s not ready (no LAB-READY on %s/console.log); %s", work, work, bootHint)
 	}
 }
 
@@ -78,11 +136,26 @@ func Knfsd(t testing.TB) string {
 
 var cmdEnd = regexp.MustCompile(`__END__ rc=(\d+)\n`)
 
-// Run runs cmd in the guest's shell over the command channel (ttyS1 on
-// $WORK/ctl.sock) and returns its output and exit status. It fails t if
-// the channel does not answer within timeout.
+// Run runs cmd, one line of shell, in the guest over the command channel
+// (ttyS1 on $WORK/ctl.sock) and returns its output (stdout and stderr) and
+// exit status. It fails t if cmd holds a newline (the channel reads one
+// line per command) or if the channel does not answer within timeout; the
+// command may then still be running in the guest, so bound it there too
+// (timeout(1)).
+//
+// Run may be called concurrently, also from other processes: the channel
+// is taken under an exclusive lock on $WORK/ctl.lock (as guestctl.py does),
+// so commands run one at a time.
 func Run(t testing.TB, cmd string, timeout time.Duration) (string, int) {
 	t.Helper()
+	if strings.ContainsAny(cmd, "\r\n") {
+		t.Fatalf("guest command %q: holds a newline; the command channel takes one line", cmd)
+	}
+	unlock, err := lockChannel(lockWait)
+	if err != nil {
+		t.Fatalf("guest command %q: %v", cmd, err)
+	}
+	defer unlock()
 	c, err := net.DialTimeout("unix", filepath.Join(Work(), "ctl.sock"), 5*time.Second)
 	if err != nil {
 		t.Fatalf("guest command channel: %v", err)
@@ -111,6 +184,30 @@ func Run(t testing.TB, cmd string, timeout time.Duration) (string, int) {
 		if err != nil {
 			t.Fatalf("guest command %q: %v after %q", cmd, err, out)
 		}
+	}
+}
+
+// lockChannel takes the exclusive lock on $WORK/ctl.lock, waiting at most
+// wait, and returns the function that releases it. The lock is flock(2)'s:
+// the kernel drops it if the process dies.
+func lockChannel(wait time.Duration) (unlock func(), err error) {
+	// Read-only is enough for flock, and works on a lock file another user
+	// created.
+	f, err := os.OpenFile(filepath.Join(Work(), "ctl.lock"), os.O_RDONLY|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil, fmt.Errorf("command channel lock: %w", err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if err != syscall.EWOULDBLOCK || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("command channel lock %s not taken within %v: %w", f.Name(), wait, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

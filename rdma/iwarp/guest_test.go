@@ -23,8 +23,9 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
-// The Linux kernel as a peer of this provider, in a qemu VM (Linux 6.1
-// knfsd and NFS client over soft-iWARP; see package internal/lab):
+// The Linux kernel as a peer of this provider, in the qemu VM of the
+// repository's lab/ folder (Linux 6.1 knfsd and NFS client over
+// soft-iWARP; boot it with lab/run-all.sh):
 //
 //   - TestGuestClientMount: the guest's NFS client (xprtrdma) mounts
 //     through qemu's guestfwd 10.0.2.100:20049 -> 127.0.0.1:30049, where an
