@@ -140,6 +140,6 @@ X
 LD_LIBRARY_PATH=$STLIB "$WORK/depmod" -b "$R" "$KVER"
 
 # 6. Pack.
-(cd "$R" && find . | cpio -o -H newc --quiet) | gzip -1 > initramfs.cpio.gz
+(cd "$R" && find . | cpio -o -H newc -R 0:0 --quiet) | gzip -1 > initramfs.cpio.gz
 du -sh "$R"
 ls -l initramfs.cpio.gz vmlinuz

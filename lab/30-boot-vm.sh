@@ -84,4 +84,4 @@ until grep -q LAB-READY console.log 2>/dev/null; do
 done
 end=$(date +%s.%N)
 grep -E 'lab-init' console.log
-python3 -c "print('boot to LAB-READY: %.1fs wall' % ($end-$start))"
+awk "BEGIN { printf \"boot to LAB-READY: %.1fs wall\\n\", $end - $start }"

@@ -33,7 +33,16 @@ def run(cmd, timeout=60.0):
 
 def _run(cmd, timeout):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(os.path.join(WORK, "ctl.sock"))
+    # qemu's socket takes one client at a time and answers EAGAIN meanwhile.
+    end = time.time() + 30
+    while True:
+        try:
+            s.connect(os.path.join(WORK, "ctl.sock"))
+            break
+        except BlockingIOError:
+            if time.time() > end:
+                raise
+            time.sleep(0.1)
     s.settimeout(0.2)
     try:  # drop what an earlier, interrupted command left behind
         while s.recv(65536):

@@ -27,6 +27,7 @@ package lab
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -156,9 +157,9 @@ func Run(t testing.TB, cmd string, timeout time.Duration) (string, int) {
 		t.Fatalf("guest command %q: %v", cmd, err)
 	}
 	defer unlock()
-	c, err := net.DialTimeout("unix", filepath.Join(Work(), "ctl.sock"), 5*time.Second)
+	c, err := dialChannel(30 * time.Second)
 	if err != nil {
-		t.Fatalf("guest command channel: %v", err)
+		t.Fatalf("guest command %q: %v", cmd, err)
 	}
 	defer c.Close()
 	buf := make([]byte, 64<<10)
@@ -208,6 +209,25 @@ func lockChannel(wait time.Duration) (unlock func(), err error) {
 			return nil, fmt.Errorf("command channel lock %s not taken within %v: %w", f.Name(), wait, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// dialChannel connects to the command channel, trying again for at most
+// wait while qemu refuses: its socket takes one client at a time, and
+// answers EAGAIN while another (a process that does not take the lock, or
+// one whose connection qemu has not yet seen closed) holds it.
+func dialChannel(wait time.Duration) (net.Conn, error) {
+	sock := filepath.Join(Work(), "ctl.sock")
+	deadline := time.Now().Add(wait)
+	for {
+		c, err := net.DialTimeout("unix", sock, 5*time.Second)
+		if err == nil || !errors.Is(err, syscall.EAGAIN) || time.Now().After(deadline) {
+			if err != nil {
+				return nil, fmt.Errorf("command channel: %w", err)
+			}
+			return c, nil
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
