@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
 // These tests check the lab's contract (lab/README.md) from the host; each
@@ -18,6 +19,9 @@ const (
 	nfsProg       = 100003
 	mountProg     = 100005
 	mountProcExp  = 5 // MOUNTPROC3_EXPORT, RFC 1813 Section 5.2.5
+	pmapProg      = 100000
+	pmapGetPort   = 3 // PMAPPROC_GETPORT, RFC 1833 Section 3.2
+	ipprotoTCP    = 6
 	maxExportPath = 1024
 )
 
@@ -99,6 +103,28 @@ func TestMountd(t *testing.T) {
 		if !slices.Contains(dirs, want) {
 			t.Errorf("EXPORT lists %q, not %s", dirs, want)
 		}
+	}
+}
+
+// TestRPCBind checks that the guest's rpcbind answers at RPCBindAddr and
+// maps MOUNT version 3 over TCP to mountd's fixed port, 20048.
+func TestRPCBind(t *testing.T) {
+	Require(t)
+	cli := dialTCP(t, RPCBindAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), CmdTimeout)
+	defer cancel()
+	var args rpc.Body
+	for _, v := range []uint32{mountProg, 3, ipprotoTCP, 0} {
+		args.XDR = xdr.AppendUint32(args.XDR, v)
+	}
+	rep, err := cli.Call(ctx, &rpc.Request{Prog: pmapProg, Vers: 2, Proc: pmapGetPort, Args: args})
+	if err != nil {
+		t.Fatalf("PMAP GETPORT at %s: %v", RPCBindAddr, err)
+	}
+	d := rpc.NewBodyDecoder(rep.Results)
+	port := d.Uint32()
+	if err := d.Done(); err != nil || port != 20048 {
+		t.Errorf("GETPORT(MOUNT v3, TCP) = %d (%v), want 20048", port, err)
 	}
 }
 
