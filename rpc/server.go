@@ -9,7 +9,9 @@ package rpc
 // hand-off, not a new goroutine whose stack grows again through the reply
 // path. A transport that is a Pusher has no loop: it hands each call to a
 // worker from its own receive path (see servePushed), which saves a
-// goroutine hand-off per call. Each call goroutine decodes the call header
+// goroutine hand-off per call; calls it delivers past MaxInFlight wait in
+// a queue that finishing workers take from, never on goroutines of their
+// own. Each call goroutine decodes the call header
 // and answers in the order of RFC 5531 section 9: RPC_MISMATCH for an
 // rpcvers other than 2; AUTH_ERROR when the credential or verifier is
 // malformed or the authenticator refuses it; PROG_UNAVAIL, PROG_MISMATCH
@@ -20,7 +22,11 @@ package rpc
 // Shutdown stops the listeners, closes each transport as soon as it has no
 // call in progress, and drops calls that arrive meanwhile (a client retries
 // them on a new connection), so every call a handler started gets its
-// reply.
+// reply. Close closes the transports before it cancels the handlers'
+// context, and a call whose handler fails once that context is cancelled
+// gets no reply at all: a client riding a failover sends it again on its
+// next connection rather than seeing SYSTEM_ERR for a server that went
+// away under it.
 
 import (
 	"context"
@@ -64,7 +70,10 @@ func remoteAddr(t Transport) net.Addr {
 // Handlers run concurrently. c and its memory are valid until the handler
 // returns, and the results may alias them; the server does not keep the
 // results after the reply is sent. ctx is cancelled when the transport
-// fails or the server is closed.
+// fails or the server is closed; an error returned after that is not
+// answered, so that a client which reconnects sends the call again. An
+// error answered with SYSTEM_ERR, and a panic, are logged (see
+// ServerOptions.Logger).
 type Handler func(ctx context.Context, c *Call) (results Body, err error)
 
 // Call is a call as a Handler sees it. Its memory (Header's bodies, Args,
@@ -139,8 +148,11 @@ type ServerOptions struct {
 	// Stream configures the transports of connections ServeListener
 	// accepts; nil selects the defaults.
 	Stream *StreamOptions
-	// Logger receives the server's events (handler failures and panics,
-	// undeliverable replies) at Debug to Error level; nil discards them.
+	// Logger receives the server's events: handler errors answered with
+	// SYSTEM_ERR at Warn level, handler panics with their stack at Error
+	// level (as net/http logs a handler's panic), undeliverable and
+	// withheld replies at Debug level. nil selects slog.Default() at the
+	// time of each event; slog.New(slog.DiscardHandler) discards them.
 	Logger *slog.Logger
 	// ReplyCache, if positive, turns on the duplicate request cache
 	// (replycache.go), keeping the replies of that many recent calls: a
@@ -165,7 +177,7 @@ type ServerOptions struct {
 // ServerStats counts a Server's answers and the messages it dropped.
 type ServerStats struct {
 	Calls        uint64 // calls run by a handler (including the built-in NULL procedures)
-	Dropped      uint64 // messages that were not calls or too malformed to answer, calls that came while the transport was closing, and messages the transport failed alone (*CallError)
+	Dropped      uint64 // messages that were not calls or too malformed to answer, calls that came while the transport was closing, calls that failed once it was (no reply), and messages the transport failed alone (*CallError)
 	RPCMismatch  uint64 // calls denied with RPC_MISMATCH
 	AuthError    uint64 // calls denied with AUTH_ERROR
 	ProgUnavail  uint64 // PROG_UNAVAIL answers
@@ -236,9 +248,6 @@ func NewServer(o *ServerOptions) *Server {
 	if s.maxInFlight <= 0 {
 		s.maxInFlight = DefaultMaxInFlight
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
 	s.work.New = func() any { return new(callWork) }
 	if opts.ReplyCache > 0 {
 		maxBytes := opts.ReplyCacheBytes
@@ -297,6 +306,15 @@ func (s *Server) lookup(h *CallHeader) (Handler, AcceptStat, uint32, uint32) {
 
 func nullProc(context.Context, *Call) (Body, error) { return Body{}, nil }
 
+// logger returns where the server's events go: ServerOptions.Logger, or
+// the default logger as it is now.
+func (s *Server) logger() *slog.Logger {
+	if s.log != nil {
+		return s.log
+	}
+	return slog.Default()
+}
+
 // serverConn is the state of one served transport.
 type serverConn struct {
 	t      Transport
@@ -308,7 +326,8 @@ type serverConn struct {
 
 	mu       sync.Mutex
 	inFlight int
-	closing  bool // Shutdown began: close t once inFlight drops to 0
+	closing  bool   // Shutdown began: close t once inFlight drops to 0
+	queue    []*Msg // pushed calls waiting for a slot; non-empty only while sem is full
 }
 
 // begin accounts for a new call and reports whether it may run.
@@ -331,6 +350,24 @@ func (sc *serverConn) end() {
 	if idle {
 		sc.t.Close()
 	}
+}
+
+// next gives up the caller's MaxInFlight slot, unless a pushed call waits
+// for one: it then returns that call, which takes over the slot. The slot
+// is given up under sc.mu, where servePushed queues a call only while
+// every slot is taken, so a queued call always has a worker that will
+// take it.
+func (sc *serverConn) next() *Msg {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if len(sc.queue) > 0 {
+		m := sc.queue[0]
+		sc.queue[0] = nil
+		sc.queue = sc.queue[1:]
+		return m
+	}
+	<-sc.sem
+	return nil
 }
 
 // closeWhenIdle makes sc close its transport once no call is in flight.
@@ -407,16 +444,16 @@ func (s *Server) serveConn(sc *serverConn) error {
 
 // servePushed serves a Pusher transport: its receive path calls deliver,
 // which must not block, so a call goes straight to an idle worker (or a
-// new one), and one that finds MaxInFlight calls running waits for a
-// slot on a goroutine of its own. The transport bounds what it delivers
-// (RPC-over-RDMA by its credits); here nothing stops receiving. It returns
-// the error that ended the transport once deliver has had it and the
-// calls waiting for a slot have gone to workers or been dropped; the
-// Pusher contract says nothing is delivered after that error, so the
-// workers' channel can then be closed.
+// new one), and one that finds MaxInFlight calls running joins a queue
+// that finishing workers take from, costing no goroutine. The transport
+// bounds what it delivers (RPC-over-RDMA by its credits), and so the
+// queue; here nothing stops receiving. It returns the error that ended the
+// transport once deliver has had it, having cancelled the handlers'
+// context so that workers drop what is still queued; the Pusher contract
+// says nothing is delivered after that error, so the workers' channel can
+// then be closed.
 func (s *Server) servePushed(sc *serverConn, p Pusher, wg *sync.WaitGroup) error {
 	ended := make(chan error, 1)
-	var waiting sync.WaitGroup
 	p.Push(func(m *Msg, err error) {
 		if err != nil {
 			if _, ok := errors.AsType[*CallError](err); ok {
@@ -426,30 +463,23 @@ func (s *Server) servePushed(sc *serverConn, p Pusher, wg *sync.WaitGroup) error
 			ended <- err
 			return
 		}
-		select {
-		case sc.sem <- struct{}{}:
-			s.dispatch(sc, m, wg)
-		default:
-			waiting.Go(func() {
-				select {
-				case sc.sem <- struct{}{}:
-					if sc.ctx.Err() == nil {
-						s.dispatch(sc, m, wg)
-						return
-					}
-					<-sc.sem
-				case <-sc.ctx.Done():
-				}
-				// The transport has ended, or Close: nothing could
-				// carry the reply.
-				s.stats.dropped.Add(1)
-				release(m)
-			})
+		sc.mu.Lock()
+		if len(sc.queue) == 0 {
+			select {
+			case sc.sem <- struct{}{}:
+				sc.mu.Unlock()
+				s.dispatch(sc, m, wg)
+				return
+			default:
+			}
 		}
+		// Every slot is taken: the worker that finishes first takes
+		// the call (serverConn.next).
+		sc.queue = append(sc.queue, m)
+		sc.mu.Unlock()
 	})
 	err := <-ended
 	sc.cancel()
-	waiting.Wait()
 	return err
 }
 
@@ -457,9 +487,12 @@ func (s *Server) servePushed(sc *serverConn, p Pusher, wg *sync.WaitGroup) error
 // new one, unless the transport is shutting down.
 func (s *Server) dispatch(sc *serverConn, m *Msg, wg *sync.WaitGroup) {
 	if !sc.begin() {
-		<-sc.sem
-		s.stats.dropped.Add(1)
-		release(m)
+		// Closing for good: the queued calls go the same way.
+		for m != nil {
+			s.stats.dropped.Add(1)
+			release(m)
+			m = sc.next()
+		}
 		return
 	}
 	select {
@@ -477,6 +510,14 @@ func (s *Server) endConn(sc *serverConn, wg *sync.WaitGroup, err error) error {
 	close(sc.work)
 	wg.Wait()
 	sc.t.Close()
+	sc.mu.Lock()
+	queued := sc.queue // empty: workers take the queue before they exit
+	sc.queue = nil
+	sc.mu.Unlock()
+	for _, m := range queued {
+		s.stats.dropped.Add(1)
+		release(m)
+	}
 
 	s.mu.Lock()
 	delete(s.conns, sc)
@@ -499,8 +540,10 @@ func (s *Server) endConn(sc *serverConn, wg *sync.WaitGroup, err error) error {
 func (s *Server) worker(sc *serverConn, m *Msg) {
 	for {
 		s.handle(sc.ctx, sc.t, m)
-		<-sc.sem
 		sc.end()
+		if m = s.takeQueued(sc); m != nil {
+			continue
+		}
 		if sc.idle.Add(1) > int32(s.maxInFlight) {
 			sc.idle.Add(-1)
 			return
@@ -511,6 +554,21 @@ func (s *Server) worker(sc *serverConn, m *Msg) {
 			return
 		}
 		m = next
+	}
+}
+
+// takeQueued gives up a finished call's slot, or returns the queued
+// call that takes it over, dropping those that came too late to run.
+func (s *Server) takeQueued(sc *serverConn) *Msg {
+	for {
+		m := sc.next()
+		if m == nil || (sc.ctx.Err() == nil && sc.begin()) {
+			return m
+		}
+		// The transport has ended, or the server is closing: nothing
+		// could carry the reply.
+		s.stats.dropped.Add(1)
+		release(m)
 	}
 }
 
@@ -585,14 +643,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// Close closes the listeners and every transport at once, and cancels the
-// ctx of the calls in progress, without waiting for them (they cannot send
-// their replies). Later Serve and ServeListener calls return
+// Close closes the listeners and every transport at once, then cancels the
+// ctx of the calls in progress, without waiting for them. They send no
+// reply: their transports are closed, and a call whose handler fails once
+// its ctx is cancelled is not answered (no SYSTEM_ERR), so a client that
+// reconnects sends it again. Later Serve and ServeListener calls return
 // ErrServerClosed.
 func (s *Server) Close() error {
 	for _, sc := range s.beginClose() {
-		sc.cancel()
+		// The transport first: a handler woken by the cancellation
+		// finds nothing to send its reply on.
 		sc.t.Close()
+		sc.cancel()
 	}
 	return nil
 }
@@ -743,8 +805,8 @@ func (s *Server) handle(ctx context.Context, t Transport, m *Msg) {
 		s.accept(ctx, t, w, verf, ae.Stat, Body{})
 		return
 	}
-	if !errors.Is(err, errPanic) {
-		s.log.LogAttrs(ctx, slog.LevelDebug, "rpc: handler failed", slog.Any("call", h), slog.Any("err", err))
+	if !errors.Is(err, errPanic) && ctx.Err() == nil {
+		s.logger().LogAttrs(ctx, slog.LevelWarn, "rpc: handler failed, answering SYSTEM_ERR", slog.Any("call", h), slog.Any("err", err))
 	}
 	s.accept(ctx, t, w, verf, SystemErr, Body{})
 }
@@ -757,7 +819,7 @@ func (s *Server) run(ctx context.Context, hd Handler, c *Call) (res Body, err er
 	defer func() {
 		if v := recover(); v != nil {
 			s.stats.panics.Add(1)
-			s.log.LogAttrs(ctx, slog.LevelError, "rpc: handler panicked",
+			s.logger().LogAttrs(ctx, slog.LevelError, "rpc: handler panicked",
 				slog.Any("call", &c.Header), slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
 			res, err = Body{}, errPanic
 		}
@@ -767,6 +829,9 @@ func (s *Server) run(ctx context.Context, hd Handler, c *Call) (res Body, err er
 
 // deny answers MSG_DENIED AUTH_ERROR.
 func (s *Server) deny(ctx context.Context, t Transport, w *callWork, stat AuthStat) {
+	if s.withhold(ctx, w) {
+		return
+	}
 	s.stats.authError.Add(1)
 	w.reply = ReplyHeader{XID: w.call.Header.XID, Stat: MsgDenied, RejectStat: AuthError, AuthStat: stat}
 	s.send(ctx, t, w, Body{})
@@ -775,6 +840,9 @@ func (s *Server) deny(ctx context.Context, t Transport, w *callWork, stat AuthSt
 // accept answers MSG_ACCEPTED with stat; w.reply.Low and High must hold the
 // version range for PROG_MISMATCH.
 func (s *Server) accept(ctx context.Context, t Transport, w *callWork, verf OpaqueAuth, stat AcceptStat, res Body) {
+	if stat != Success && s.withhold(ctx, w) {
+		return
+	}
 	switch stat {
 	case ProgUnavail:
 		s.stats.progUnavail.Add(1)
@@ -796,6 +864,27 @@ func (s *Server) accept(ctx context.Context, t Transport, w *callWork, verf Opaq
 	s.send(ctx, t, w, res)
 }
 
+// withhold reports whether an answer other than success must not be sent
+// because ctx is cancelled: the transport failed, or the server is closing
+// (Close cancels after closing the transports, Shutdown only when its own
+// ctx ends). That is likely why the call failed, and the client, if it
+// reconnects, sends the call again (RFC 5531 section 8 leaves
+// retransmission to it) and must have it run then, not get SYSTEM_ERR
+// for a server that went away. The call is counted dropped and its
+// reply-cache entry abandoned.
+func (s *Server) withhold(ctx context.Context, w *callWork) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	if e := w.cache; e != nil {
+		w.cache = nil
+		s.cache.abandon(e)
+	}
+	s.stats.dropped.Add(1)
+	s.logger().LogAttrs(ctx, slog.LevelDebug, "rpc: failed call not answered: the transport is closing", slog.Any("call", &w.call.Header))
+	return true
+}
+
 // send encodes w.reply followed by res into w's buffers and sends it,
 // giving it to the reply cache first if the call has an entry there.
 func (s *Server) send(ctx context.Context, t Transport, w *callWork, res Body) {
@@ -811,14 +900,7 @@ func (s *Server) send(ctx context.Context, t Transport, w *callWork, res Body) {
 	w.msg = Msg{Body: Body{XDR: buf, Items: items}}
 	if e := w.cache; e != nil {
 		w.cache = nil
-		if ctx.Err() != nil && (w.reply.Stat != MsgAccepted || w.reply.AcceptStat != Success) {
-			// The transport failed or the server is closing, which
-			// is likely why the handler failed: a copy of the call
-			// sent again on a new connection must run, not get this.
-			s.cache.abandon(e)
-		} else {
-			s.cache.finish(e, &w.msg)
-		}
+		s.cache.finish(e, &w.msg) // not a failure withheld: see withhold
 	}
 	s.sendMsg(ctx, t, &w.msg, &w.reply)
 }
@@ -862,7 +944,7 @@ func (s *Server) sendMsg(ctx context.Context, t Transport, m *Msg, rh *ReplyHead
 			d := xdr.NewDecoder(m.XDR)
 			rh.Decode(&d) // a reply this Server encoded
 		}
-		s.log.LogAttrs(ctx, slog.LevelDebug, "rpc: reply not sent", slog.Any("reply", rh), slog.Any("err", err))
+		s.logger().LogAttrs(ctx, slog.LevelDebug, "rpc: reply not sent", slog.Any("reply", rh), slog.Any("err", err))
 	}
 }
 
