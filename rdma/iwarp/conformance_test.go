@@ -9,13 +9,9 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/rdma/rdmatest"
 )
 
-// newProvider returns a provider for tests: no first-send delay (our own
-// responder has no accept race) unless opts says otherwise.
+// newProvider returns a provider for tests.
 func newProvider(t testing.TB, opts Options) *Provider {
 	t.Helper()
-	if opts.FirstSendDelay == 0 {
-		opts.FirstSendDelay = -1
-	}
 	p, err := New(opts)
 	if err != nil {
 		t.Fatalf("new provider: %v", err)
@@ -37,13 +33,13 @@ func TestConformanceCRC(t *testing.T) { conformance(t, Options{CRC: CRCRequire})
 
 func TestConformanceNoCRC(t *testing.T) { conformance(t, Options{CRC: CRCFollow}) }
 
-// TestConformanceDefaults runs with the default options, FirstSendDelay
-// included.
-func TestConformanceDefaults(t *testing.T) {
+// TestConformanceSiwDelay runs with the first-send delay a Linux siw
+// responder needs.
+func TestConformanceSiwDelay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the first-send delay makes this run slow")
 	}
-	p, err := New(Options{})
+	p, err := New(Options{FirstSendDelay: SiwFirstSendDelay})
 	if err != nil {
 		t.Fatal(err)
 	}

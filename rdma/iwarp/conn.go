@@ -100,6 +100,7 @@ type Conn struct {
 	mulpdu    int
 	initiator bool
 	log       *slog.Logger
+	sendFrom  time.Time // the first FPDU goes no earlier; set by start under mu
 
 	done       chan struct{} // closed when the state becomes dead
 	kick       chan struct{} // wakes the writer; capacity 1
@@ -253,6 +254,7 @@ func (c *Conn) start() {
 		notBefore = notBefore.Add(c.p.opts.FirstSendDelay)
 		c.tx.kick = c.p.opts.FirstSendDelay
 	}
+	c.sendFrom = notBefore
 	go c.reader()
 	go c.writer(notBefore)
 }

@@ -352,15 +352,17 @@ func (c *Conn) flush() {
 	tx.out = tx.bufs
 	var err error
 	if n := len(tx.out); tx.kick > 0 && n > 1 && len(tx.out[n-1]) > 0 {
-		// Linux 6.1 siw as responder reads nothing that arrives before its QP
-		// is wired to the socket until another segment arrives
-		// (docs/linux-interop.md section 1, "Race in siw's accept").
-		// FirstSendDelay usually covers that window; the last FPDU's trailer
-		// (pad and CRC), sent a FirstSendDelay later as a segment of its own,
-		// gives a slow host (a VM under load) a second chance. The trailer
-		// goes whole: siw 6.1 copies every piece of a trailer split across
-		// segments to the trailer's start (siw_get_trailer), so any other
-		// split of it fails its CRC check.
+		// Linux 6.1 siw as responder reads nothing that arrives before
+		// its QP is wired to the socket until another segment arrives
+		// (siw_cm.c writes the Reply before siw_accept hooks the
+		// socket; docs/linux-interop.md section 1, "Race in siw's
+		// accept"; SiwFirstSendDelay). FirstSendDelay usually
+		// covers that window; the last FPDU's trailer (pad and CRC),
+		// sent a FirstSendDelay later as a segment of its own, gives a
+		// slow host (a VM under load) a second chance. The trailer goes
+		// whole: siw 6.1 copies every piece of a trailer split across
+		// segments to the trailer's start (siw_get_trailer), so any
+		// other split of it fails its CRC check.
 		d := tx.kick
 		tx.kick = 0
 		hold := tx.out[n-1]

@@ -136,12 +136,12 @@ func TestInvalidateStalledPlacement(t *testing.T) {
 	m.Release()
 }
 
-// TestFirstWriteTrailerHeld: with the default FirstSendDelay, an initiator
+// TestFirstWriteTrailerHeld: with SiwFirstSendDelay, an initiator
 // sends its first write without the last FPDU's trailer and the trailer a
 // moment later in a segment of its own (for Linux siw's accept race). The
 // responder must still get the message whole, CRC checked.
 func TestFirstWriteTrailerHeld(t *testing.T) {
-	p, err := New(Options{CRC: CRCRequire})
+	p, err := New(Options{CRC: CRCRequire, FirstSendDelay: SiwFirstSendDelay})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,6 +164,35 @@ func TestFirstWriteTrailerHeld(t *testing.T) {
 	}
 	if got := string(rbuf.Bytes()[:32]); got != "first message, trailer held back" {
 		t.Fatalf("received %q", got)
+	}
+}
+
+// TestFirstSendDelayOnlyWhenAsked: a connection between two of these
+// providers, with the default options, may send at once; the delay a
+// Linux siw responder needs applies only when Options.FirstSendDelay asks
+// for it, and only to the initiator.
+func TestFirstSendDelayOnlyWhenAsked(t *testing.T) {
+	for _, d := range []time.Duration{0, SiwFirstSendDelay} {
+		p, err := New(Options{FirstSendDelay: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		a, b := rdmatest.Pair(t, rdmatest.Config{Provider: p, ListenAddr: "127.0.0.1:0"}, rdma.ConnConfig{}, rdma.ConnConfig{})
+		up := time.Now()
+		for _, c := range []*Conn{a.(*Conn), b.(*Conn)} {
+			c.mu.Lock()
+			from := c.sendFrom
+			c.mu.Unlock()
+			switch {
+			case c.initiator && d > 0 && from.Before(start.Add(d)):
+				t.Errorf("FirstSendDelay %v: the initiator may send %v after it dialed", d, from.Sub(start))
+			case (!c.initiator || d == 0) && from.After(up):
+				t.Errorf("FirstSendDelay %v: initiator %v holds its first FPDU until %v after the connection is up", d, c.initiator, from.Sub(up))
+			}
+		}
+		a.Close()
+		b.Close()
 	}
 }
 

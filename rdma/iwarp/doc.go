@@ -46,8 +46,10 @@
 // # Interoperability
 //
 // Linux 6.1 siw as responder may leave an FPDU that arrives right after its
-// Reply unread (docs/linux-interop.md section 1), so an initiator holds
-// its first FPDU for Options.FirstSendDelay. As initiator siw aborts if
-// anything follows the Reply before it has parsed it, which the fence
-// prevents.
+// Reply unread, so an initiator that connects to siw (the Linux NFS server
+// over soft-iWARP, say) must hold its first FPDU: set Options.FirstSendDelay
+// to SiwFirstSendDelay. Nothing in the MPA exchange tells siw apart, and no
+// other responder needs the delay, so by default there is none. As
+// initiator siw aborts if anything follows the Reply before it has parsed
+// it, which the fence prevents.
 package iwarp

@@ -313,8 +313,8 @@ func TestGuestServerNull(t *testing.T) {
 			mark := lab.DmesgMark(t)
 			defer lab.CheckDmesg(t, mark)
 
-			// The default FirstSendDelay covers siw's accept race.
-			p, err := iwarp.New(iwarp.Options{CRC: tc.crc})
+			// SiwFirstSendDelay covers siw's accept race.
+			p, err := iwarp.New(iwarp.Options{CRC: tc.crc, FirstSendDelay: iwarp.SiwFirstSendDelay})
 			if err != nil {
 				t.Fatal(err)
 			}

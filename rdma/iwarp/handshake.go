@@ -154,6 +154,14 @@ func (p *Provider) initiate(ctx context.Context, raw net.Conn, s settings, pd []
 	}
 	cr := &countReader{r: nc}
 	br := bufio.NewReaderSize(cr, readBufSize)
+	if err := awaitKey(br); err != nil {
+		if errors.Is(err, ErrNotMPA) {
+			// As siw answers a Reply with a wrong key.
+			sendHandshakeTerminate(nc, ddp.CauseMPAInvalidFrame)
+			return nil, err
+		}
+		return nil, p.handshakeErr(ctx, "read MPA Reply", err)
+	}
 	rep, err := readFrame(br, mpa.MaxPrivateDataLen)
 	var pe *mpa.ParseError
 	switch {
@@ -203,6 +211,33 @@ func (p *Provider) initiate(ctx context.Context, raw net.Conn, s settings, pd []
 		rtr:       rtr,
 		peerPD:    rep.PrivateData,
 	}), nil
+}
+
+// ErrNotMPA is the error Dial returns, wrapped with what arrived, when the
+// peer answers the MPA Request with bytes that cannot start an MPA Reply
+// (RFC 5044 section 7.1.2): it is not an iWARP responder, an HTTP server
+// say. A peer that answers nothing is only told by HandshakeTimeout.
+var ErrNotMPA = errors.New("the peer does not speak MPA (not an RDMA server?)")
+
+// awaitKey waits for the answer to the MPA Request byte by byte as far as
+// its key, and fails with ErrNotMPA at the first byte that no MPA key has
+// there, so that a peer speaking another protocol is told from its first
+// bytes rather than after HandshakeTimeout. A Request key is let through
+// for checkReply to name.
+func awaitKey(br *bufio.Reader) error {
+	for n := 1; n <= mpa.KeyLen; n++ {
+		b, err := br.Peek(n)
+		for i := range b {
+			if b[i] != mpa.ReplyKey[i] && b[i] != mpa.RequestKey[i] {
+				got, _ := br.Peek(min(br.Buffered(), 32))
+				return fmt.Errorf("MPA Reply expected, the peer sent %q: %w", got, ErrNotMPA)
+			}
+		}
+		if err != nil {
+			return streamErr(b, err)
+		}
+	}
+	return nil
 }
 
 // checkReply returns why a Reply that is not a rejection cannot be

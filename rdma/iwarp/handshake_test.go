@@ -2,6 +2,9 @@ package iwarp
 
 import (
 	"context"
+	"errors"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,5 +218,39 @@ func TestAcceptCanceled(t *testing.T) {
 	}
 	if _, err := ln.Accept(ctx); err == nil {
 		t.Errorf("accept with a canceled context succeeded")
+	}
+}
+
+// TestDialNotMPA: a peer that answers the MPA Request with another
+// protocol's bytes (an HTTP server's "HTTP/1.1 400", then nothing more
+// while it keeps the connection open) fails Dial with ErrNotMPA at once,
+// not after HandshakeTimeout with a timeout.
+func TestDialNotMPA(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		nc.Write([]byte("HTTP/1.1 400"))
+		<-done
+	}()
+	p := newProvider(t, Options{HandshakeTimeout: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := p.Dial(ctx, ln.Addr().String(), rdma.ConnConfig{})
+	if err == nil {
+		c.Close()
+		t.Fatal("Dial succeeded")
+	}
+	if !errors.Is(err, ErrNotMPA) || !strings.Contains(err.Error(), `"HTTP/1.1 400"`) {
+		t.Fatalf("Dial: %v, want ErrNotMPA naming what arrived", err)
 	}
 }

@@ -39,16 +39,20 @@ const (
 	// listener waits for the Request after the TCP accept.
 	DefaultHandshakeTimeout = 10 * time.Second
 
-	// DefaultFirstSendDelay is how long an initiator waits after the MPA
-	// Reply before its first FPDU. Linux 6.1 siw as responder writes its
-	// Reply before it hooks the socket to the queue pair; an FPDU that
-	// lands in that window stays unread until the next segment arrives
-	// (docs/linux-interop.md section 1). The window is the time siw
-	// takes to move its QP to RTS, well under a millisecond on real
-	// hardware and a few milliseconds under emulation, so 50 ms covers it
-	// many times over while costing an interactive client little. Work
-	// posted meanwhile is queued, not refused.
-	DefaultFirstSendDelay = 50 * time.Millisecond
+	// SiwFirstSendDelay is the Options.FirstSendDelay to use toward a
+	// Linux soft-iWARP (siw) responder, such as the Linux NFS server over
+	// siw. Linux 6.1 siw as responder writes its MPA Reply before it hooks
+	// the socket to the queue pair (docs/linux-interop.md section 1); an
+	// FPDU that lands in that window stays unread until the next TCP
+	// segment arrives, so the first call of a connection can hang (about
+	// one connection in two to knfsd in the lab without the delay). The window is
+	// the time siw takes to move its QP to RTS, well under a millisecond
+	// on real hardware and a few milliseconds under emulation, so 50 ms
+	// covers it many times over. It is not the default: the MPA exchange
+	// cannot tell siw apart (its Reply copies the Request's flags and
+	// revision and negotiates IRD/ORD by RFC 6581 section 9.1 as this
+	// provider does), and no other responder needs it.
+	SiwFirstSendDelay = 50 * time.Millisecond
 
 	// DefaultMSS is the TCP maximum segment size assumed when the socket
 	// cannot tell (not Linux, or a wrapped net.Conn): Ethernet's 1500-byte
@@ -111,10 +115,12 @@ type Options struct {
 	HandshakeTimeout time.Duration
 
 	// FirstSendDelay is how long an initiator holds its first FPDU after
-	// the MPA Reply; zero means DefaultFirstSendDelay, a negative value no
-	// delay at all. With a delay, the last byte of that first write goes
-	// one more FirstSendDelay later in a TCP segment of its own, which
-	// wakes a Linux siw responder that missed the first segment.
+	// the MPA Reply, which a Linux siw responder needs (see
+	// SiwFirstSendDelay); zero or negative, the default, means none. With
+	// a delay, the trailer of that first write goes one more
+	// FirstSendDelay later in a TCP segment of its own, which wakes a siw
+	// responder that missed the first segment. Work posted meanwhile is
+	// queued, not refused.
 	FirstSendDelay time.Duration
 
 	// PeerToPeer makes Dial ask for RFC 6581 peer-to-peer mode, offering a
@@ -189,12 +195,7 @@ func New(opts Options) (*Provider, error) {
 	if opts.HandshakeTimeout == 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
 	}
-	switch {
-	case opts.FirstSendDelay == 0:
-		opts.FirstSendDelay = DefaultFirstSendDelay
-	case opts.FirstSendDelay < 0:
-		opts.FirstSendDelay = 0
-	}
+	opts.FirstSendDelay = max(opts.FirstSendDelay, 0)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -238,7 +239,7 @@ func (p *Provider) Dial(ctx context.Context, addr string, cfg rdma.ConnConfig) (
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("iwarp: dial %s: %w", addr, err)
+		return nil, fmt.Errorf("iwarp: %w", err) // a *net.OpError names the address
 	}
 	c, err := p.initiate(ctx, nc, s, cfg.PrivateData)
 	if err != nil {

@@ -15,7 +15,7 @@ func TestNewOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := p.Options()
-	if o.Revision != DefaultRevision || o.HandshakeTimeout != DefaultHandshakeTimeout || o.FirstSendDelay != DefaultFirstSendDelay || o.CRC != CRCFollow {
+	if o.Revision != DefaultRevision || o.HandshakeTimeout != DefaultHandshakeTimeout || o.FirstSendDelay != 0 || o.CRC != CRCFollow {
 		t.Errorf("defaults %+v", o)
 	}
 	p, err = New(Options{FirstSendDelay: -1, Revision: 1, HandshakeTimeout: time.Second})
