@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
@@ -18,10 +21,14 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
 )
 
-// serverMetrics exposes a server's counters to Prometheus. Per-connection
-// counters are read from the live connections at scrape time; those of
-// connections that have closed are folded into totals, so every counter
-// only grows.
+// serverMetrics exposes a server's counters to Prometheus, in its text
+// exposition format (version 0.0.4), written here with the standard
+// library: a handful of counters and gauges do not need a client library,
+// and that library's dependencies (protobuf among them) would otherwise
+// enter the module graph of every program that imports this module's
+// packages. Per-connection counters are read from the live connections at
+// scrape time; those of connections that have closed are folded into
+// totals, so every counter only grows.
 type serverMetrics struct {
 	provider *iwarp.Provider
 
@@ -29,47 +36,39 @@ type serverMetrics struct {
 	conns  map[*rpcrdma.Conn]struct{}
 	closed rpcrdma.StatsSnapshot // sums over closed connections
 	opened uint64
+	calls  map[string]*atomic.Uint64 // by procedure name; filled by wrap before serving
 
-	calls *prometheus.CounterVec
-
-	descs struct {
-		paths, bytes, errSent, errRecv, terminates *prometheus.Desc
-		conns, connsTotal, registered, granted     *prometheus.Desc
-		pending                                    *prometheus.Desc
-	}
 	ln  net.Listener
 	srv *http.Server
 }
 
 func newServerMetrics(p *iwarp.Provider) *serverMetrics {
-	m := &serverMetrics{provider: p, conns: map[*rpcrdma.Conn]struct{}{}}
-	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "rpcrdma_calls_total", Help: "RPC calls handled, by program procedure.",
-	}, []string{"proc"})
-	d := &m.descs
-	d.paths = prometheus.NewDesc("rpcrdma_data_path_total", "Messages by the data path that carried them (responder side: read chunks pulled, write chunks filled, replies inline or in a reply chunk, long calls).", []string{"path"}, nil)
-	d.bytes = prometheus.NewDesc("rpcrdma_bytes_total", "Bytes moved, by chunk type (inline counts whole Sends, transport headers included).", []string{"chunk"}, nil)
-	d.errSent = prometheus.NewDesc("rpcrdma_errors_sent_total", "RDMA_ERROR messages sent, by error code.", []string{"code"}, nil)
-	d.errRecv = prometheus.NewDesc("rpcrdma_errors_received_total", "RDMA_ERROR messages received, by error code.", []string{"code"}, nil)
-	d.terminates = prometheus.NewDesc("rpcrdma_iwarp_terminates_total", "RDMAP Terminate messages, sent (a violation detected here) or received.", []string{"direction"}, nil)
-	d.conns = prometheus.NewDesc("rpcrdma_connections", "Connections open now.", nil, nil)
-	d.connsTotal = prometheus.NewDesc("rpcrdma_connections_total", "Connections accepted since start.", nil, nil)
-	d.registered = prometheus.NewDesc("rpcrdma_registered_bytes", "Memory registered for RDMA now, buffer rings included.", nil, nil)
-	d.granted = prometheus.NewDesc("rpcrdma_credits_granted", "Credits granted, summed over open connections.", nil, nil)
-	d.pending = prometheus.NewDesc("rpcrdma_credits_in_use", "Calls received and not yet answered (credits in use), summed over open connections.", nil, nil)
-	return m
+	return &serverMetrics{provider: p, conns: map[*rpcrdma.Conn]struct{}{}, calls: map[string]*atomic.Uint64{}}
 }
 
-// Describe implements prometheus.Collector.
-func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
-	d := &m.descs
-	for _, x := range []*prometheus.Desc{d.paths, d.bytes, d.errSent, d.errRecv, d.terminates, d.conns, d.connsTotal, d.registered, d.granted, d.pending} {
-		ch <- x
-	}
+// metricType is a Prometheus metric type, as the TYPE line names it.
+type metricType string
+
+const (
+	counterType metricType = "counter"
+	gaugeType   metricType = "gauge"
+)
+
+// family is one metric: its name, HELP text, type and samples.
+type family struct {
+	name, help string
+	typ        metricType
+	samples    []sample
 }
 
-// Collect implements prometheus.Collector.
-func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
+// sample is one value of a family, with at most one label.
+type sample struct {
+	label, labelValue string // label "" for none
+	value             float64
+}
+
+// families returns the metrics as they are now, in a fixed order.
+func (m *serverMetrics) families() []family {
 	m.mu.Lock()
 	sum := m.closed
 	var live, granted, pending int
@@ -83,40 +82,86 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 		live++
 	}
 	opened := m.opened
+	procs := make([]string, 0, len(m.calls))
+	for name := range m.calls {
+		procs = append(procs, name)
+	}
 	m.mu.Unlock()
+	slices.Sort(procs)
 
-	d := &m.descs
-	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	one := func(name, help string, typ metricType, v float64) family {
+		return family{name: name, help: help, typ: typ, samples: []sample{{value: v}}}
 	}
-	gauge := func(desc *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v)
+	calls := family{name: "rpcrdma_calls_total", help: "RPC calls handled, by program procedure.", typ: counterType}
+	for _, name := range procs {
+		calls.samples = append(calls.samples, sample{"proc", name, float64(m.calls[name].Load())})
 	}
-	counter(d.paths, sum.Inline, "inline")
-	counter(d.paths, sum.ReadChunks, "read_chunk")
-	counter(d.paths, sum.WriteChunks, "write_chunk")
-	counter(d.paths, sum.ReplyChunks, "reply_chunk")
-	counter(d.paths, sum.LongCalls, "long_call")
-	counter(d.bytes, sum.InlineBytes, "inline")
-	counter(d.bytes, sum.ReadChunkBytes, "read")
-	counter(d.bytes, sum.WriteChunkBytes, "write")
-	counter(d.bytes, sum.ReplyChunkBytes, "reply")
+	paths := family{name: "rpcrdma_data_path_total", help: "Messages by the data path that carried them (responder side: read chunks pulled, write chunks filled, replies inline or in a reply chunk, long calls).", typ: counterType, samples: []sample{
+		{"path", "inline", float64(sum.Inline)},
+		{"path", "read_chunk", float64(sum.ReadChunks)},
+		{"path", "write_chunk", float64(sum.WriteChunks)},
+		{"path", "reply_chunk", float64(sum.ReplyChunks)},
+		{"path", "long_call", float64(sum.LongCalls)},
+	}}
+	bytes := family{name: "rpcrdma_bytes_total", help: "Bytes moved, by chunk type (inline counts whole Sends, transport headers included).", typ: counterType, samples: []sample{
+		{"chunk", "inline", float64(sum.InlineBytes)},
+		{"chunk", "read", float64(sum.ReadChunkBytes)},
+		{"chunk", "write", float64(sum.WriteChunkBytes)},
+		{"chunk", "reply", float64(sum.ReplyChunkBytes)},
+	}}
+	errSent := family{name: "rpcrdma_errors_sent_total", help: "RDMA_ERROR messages sent, by error code.", typ: counterType}
+	errRecv := family{name: "rpcrdma_errors_received_total", help: "RDMA_ERROR messages received, by error code.", typ: counterType}
 	for code := range sum.ErrorsSent {
 		name := errCodeName(code)
-		counter(d.errSent, sum.ErrorsSent[code], name)
-		counter(d.errRecv, sum.ErrorsReceived[code], name)
+		errSent.samples = append(errSent.samples, sample{"code", name, float64(sum.ErrorsSent[code])})
+		errRecv.samples = append(errRecv.samples, sample{"code", name, float64(sum.ErrorsReceived[code])})
 	}
+	fams := []family{calls, paths, bytes, errSent, errRecv}
 	if m.provider != nil {
 		ps := m.provider.Stats()
-		counter(d.terminates, ps.TerminatesSent, "sent")
-		counter(d.terminates, ps.TerminatesRecv, "received")
+		fams = append(fams, family{name: "rpcrdma_iwarp_terminates_total", help: "RDMAP Terminate messages, sent (a violation detected here) or received.", typ: counterType, samples: []sample{
+			{"direction", "sent", float64(ps.TerminatesSent)},
+			{"direction", "received", float64(ps.TerminatesRecv)},
+		}})
 	}
-	gauge(d.conns, float64(live))
-	counter(d.connsTotal, opened)
-	gauge(d.registered, float64(registered))
-	gauge(d.granted, float64(granted))
-	gauge(d.pending, float64(pending))
+	return append(fams,
+		one("rpcrdma_connections", "Connections open now.", gaugeType, float64(live)),
+		one("rpcrdma_connections_total", "Connections accepted since start.", counterType, float64(opened)),
+		one("rpcrdma_registered_bytes", "Memory registered for RDMA now, buffer rings included.", gaugeType, float64(registered)),
+		one("rpcrdma_credits_granted", "Credits granted, summed over open connections.", gaugeType, float64(granted)),
+		one("rpcrdma_credits_in_use", "Calls received and not yet answered (credits in use), summed over open connections.", gaugeType, float64(pending)),
+	)
 }
+
+// exposition is the Content-Type of the text format written by
+// writeFamilies.
+const exposition = "text/plain; version=0.0.4; charset=utf-8"
+
+// writeFamilies writes fams in the Prometheus text exposition format,
+// version 0.0.4: for each family a HELP and a TYPE line, then a line per
+// sample, label values and HELP text escaped as the format requires.
+func writeFamilies(w io.Writer, fams []family) error {
+	var b strings.Builder
+	for _, f := range fams {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", f.name, helpEscaper.Replace(f.help), f.name, f.typ)
+		for _, s := range f.samples {
+			b.WriteString(f.name)
+			if s.label != "" {
+				fmt.Fprintf(&b, "{%s=\"%s\"}", s.label, labelEscaper.Replace(s.labelValue))
+			}
+			b.WriteByte(' ')
+			b.WriteString(strconv.FormatFloat(s.value, 'g', -1, 64))
+			b.WriteByte('\n')
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+var (
+	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+	labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+)
 
 func errCodeName(code int) string {
 	switch wire.ErrorCode(code) {
@@ -173,25 +218,36 @@ func (m *serverMetrics) remove(c *rpcrdma.Conn) {
 	m.mu.Unlock()
 }
 
-// wrap counts calls to the procedure named name.
+// wrap counts calls to the procedure named name. It is called while the
+// handlers are registered, before serving.
 func (m *serverMetrics) wrap(name string, h rpc.Handler) rpc.Handler {
-	c := m.calls.WithLabelValues(name)
+	m.mu.Lock()
+	c := m.calls[name]
+	if c == nil {
+		c = new(atomic.Uint64)
+		m.calls[name] = c
+	}
+	m.mu.Unlock()
 	return func(ctx context.Context, call *rpc.Call) (rpc.Body, error) {
-		c.Inc()
+		c.Add(1)
 		return h(ctx, call)
 	}
 }
 
+// ServeHTTP writes the metrics.
+func (m *serverMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", exposition)
+	writeFamilies(w, m.families())
+}
+
 // start serves /metrics on addr.
 func (m *serverMetrics) start(addr string, log *slog.Logger) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m, m.calls)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", m)
 	m.ln = ln
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
