@@ -9,9 +9,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -74,7 +76,8 @@ from the rest of the machine.
 
 Per case: operations per second, MB/s of payload, p50 and p99 latency,
 and heap allocations per operation (client and in-process server
-together). --json prints {"results": [...]} with the keys transport, op,
+together). Ctrl-C stops the measuring and prints the cases measured so
+far (exit status 1); a second Ctrl-C kills it. --json prints {"results": [...]} with the keys transport, op,
 size, outstanding, ops, ops_per_sec, mb_per_sec, p50_us, p99_us,
 allocs_per_op.
 
@@ -85,14 +88,21 @@ flags:
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	hint := ""
+	if fs.NArg() == 1 && *connect == "" {
+		hint = fmt.Sprintf(" (to benchmark a server: --connect %s)", fs.Arg(0))
+	}
+	if err := noArgs(fs, hint); err != nil {
+		return err
+	}
 	if err := tf.check(); err != nil {
 		return err
 	}
 	if *duration <= 0 {
-		return fmt.Errorf("--duration %v: want a positive duration", *duration)
+		return usagef("--duration %v: want a positive duration", *duration)
 	}
 	if *rounds < 1 || *rounds > 100 {
-		return fmt.Errorf("--rounds %d: want 1 to 100", *rounds)
+		return usagef("--rounds %d: want 1 to 100", *rounds)
 	}
 
 	var cases []benchCase
@@ -148,43 +158,82 @@ flags:
 	}
 
 	progress := !*jsonOut && isTerminal(stderr)
-	samples := make([][]caseSample, len(cases))
-	slice := *duration / time.Duration(*rounds)
-	for round := range *rounds {
-		for i, c := range cases {
-			if progress {
-				fmt.Fprintf(stderr, "\r\033[K[round %d/%d, %d/%d] %s %s %d x%d ...", round+1, *rounds, i+1, len(cases), c.transport, c.op, c.size, c.outstanding)
-			}
-			smp, err := measure(c, slice)
-			if err != nil {
-				if progress {
-					fmt.Fprintln(stderr)
-				}
-				return fmt.Errorf("%s %s %d bytes, %d outstanding: %w", c.transport, c.op, c.size, c.outstanding, err)
-			}
-			samples[i] = append(samples[i], smp)
+	var before func(round, i int)
+	if progress {
+		before = func(round, i int) {
+			c := cases[i]
+			fmt.Fprintf(stderr, "\r\033[K[round %d/%d, %d/%d] %s %s %d x%d ...", round+1, *rounds, i+1, len(cases), c.transport, c.op, c.size, c.outstanding)
 		}
+	}
+	// Ctrl-C ends the measuring and prints what was measured; a second
+	// one kills the process.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+	samples, done, err := runRounds(ctx, cases, *rounds, *duration/time.Duration(*rounds), before)
+	if progress {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if err != nil {
+		return err
 	}
 	var results []benchResult
 	for i, c := range cases {
+		if len(samples[i]) == 0 {
+			continue // not reached before Ctrl-C
+		}
 		r, err := summarize(c, samples[i])
 		if err != nil {
 			return fmt.Errorf("%s %s %d bytes, %d outstanding: %w", c.transport, c.op, c.size, c.outstanding, err)
 		}
 		results = append(results, r)
 	}
-	if progress {
-		fmt.Fprint(stderr, "\r\033[K")
+	var interrupted error
+	if ctx.Err() != nil {
+		interrupted = fmt.Errorf("interrupted with %s of %d done: the results cover what was measured (%s of %d)", plural(done, "round"), *rounds, plural(len(results), "case"), len(cases))
+		if len(results) == 0 {
+			return errors.New("interrupted before any case was measured")
+		}
 	}
 	if *jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		if err := enc.Encode(struct {
 			Results []benchResult `json:"results"`
-		}{results})
+		}{results}); err != nil {
+			return err
+		}
+		return interrupted
 	}
 	printTable(stdout, results)
-	return nil
+	return interrupted
+}
+
+// runRounds measures cases rounds times over, each for slice per round,
+// calling before (if not nil) ahead of each. It returns the samples of
+// each case and the number of whole rounds done: all of them, or fewer
+// when stop ends (Ctrl-C), which cuts the case being measured short and
+// measures no other. A case that fails ends the run with its error.
+func runRounds(stop context.Context, cases []benchCase, rounds int, slice time.Duration, before func(round, i int)) ([][]caseSample, int, error) {
+	samples := make([][]caseSample, len(cases))
+	for round := range rounds {
+		for i, c := range cases {
+			if stop.Err() != nil {
+				return samples, round, nil
+			}
+			if before != nil {
+				before(round, i)
+			}
+			smp, err := measure(stop, c, slice)
+			if err != nil {
+				return nil, round, fmt.Errorf("%s %s %d bytes, %d outstanding: %w", c.transport, c.op, c.size, c.outstanding, err)
+			}
+			if len(smp.lat) > 0 {
+				samples[i] = append(samples[i], smp)
+			}
+		}
+	}
+	return samples, rounds, nil
 }
 
 func isTerminal(w io.Writer) bool {
@@ -204,8 +253,9 @@ type caseSample struct {
 	mallocs uint64
 }
 
-// measure runs one round of a case for d after a short warm-up.
-func measure(c benchCase, d time.Duration) (caseSample, error) {
+// measure runs one round of a case for d after a short warm-up, or until
+// stop ends (Ctrl-C): the sample then covers the time measured.
+func measure(stop context.Context, c benchCase, d time.Duration) (caseSample, error) {
 	op, cleanup, err := c.setup()
 	if err != nil {
 		return caseSample{}, err
@@ -238,7 +288,7 @@ func measure(c benchCase, d time.Duration) (caseSample, error) {
 			defer wg.Done()
 			for {
 				t0 := time.Now()
-				if !t0.Before(deadline) {
+				if !t0.Before(deadline) || stop.Err() != nil {
 					return
 				}
 				if err := op(ctx, w); err != nil {

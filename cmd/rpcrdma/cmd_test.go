@@ -396,7 +396,7 @@ func TestMetrics(t *testing.T) {
 func TestPingKnfsd(t *testing.T) {
 	lab.Require(t)
 	for _, v := range []string{"1", "2"} {
-		out, errOut, code := rpcrdmaCmd(t, 60*time.Second, "ping", "--prog", "100003", "--vers", "3", "--rpcrdma-version", v, "--count", "2", "--interval", "1ms", lab.KnfsdAddr)
+		out, errOut, code := rpcrdmaCmd(t, 60*time.Second, "ping", "--prog", "100003", "--vers", "3", "--rpcrdma-version", v, "--count", "2", "--interval", "1ms", "--first-send-delay", "50ms", lab.KnfsdAddr)
 		if code != 0 {
 			t.Fatalf("ping knfsd with --rpcrdma-version %s: exit %d\n%s\n%s", v, code, out, errOut)
 		}

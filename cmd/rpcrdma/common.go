@@ -1,12 +1,16 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
 )
@@ -22,6 +26,10 @@ type transportFlags struct {
 	responder    bool
 	logLevel     string
 	ddpThreshold int
+	// firstSendDelay holds a requester's first message after the MPA
+	// exchange, as a Linux soft-iWARP (siw) responder needs
+	// (iwarp.SiwFirstSendDelay).
+	firstSendDelay time.Duration
 }
 
 func (f *transportFlags) register(fs *flag.FlagSet, responder bool) {
@@ -33,6 +41,7 @@ func (f *transportFlags) register(fs *flag.FlagSet, responder bool) {
 		fs.IntVar(&f.version, "rpcrdma-version", 1, "RPC-over-RDMA version to start with (2 falls back to 1 on ERR_VERS)")
 		fs.UintVar(&f.credits, "credits", rpcrdma.DefaultRequestCredits, "credits requested (most calls outstanding)")
 		fs.IntVar(&f.ddpThreshold, "ddp-threshold", rpcrdma.DefaultDDPThreshold, "smallest DDP-eligible argument moved by RDMA Read")
+		fs.DurationVar(&f.firstSendDelay, "first-send-delay", 0, fmt.Sprintf("hold the first message this long after connecting: a Linux soft-iWARP (siw) server, such as knfsd over siw, needs %v, or the first call can go unanswered", iwarp.SiwFirstSendDelay))
 	}
 	fs.IntVar(&f.inline, "inline", rpcrdma.DefaultInlineSize, "inline send and receive size in bytes (1024..262144)")
 	fs.BoolVar(&f.noRemoteInv, "no-remote-invalidation", false, "do not use or accept Send With Invalidate")
@@ -41,18 +50,25 @@ func (f *transportFlags) register(fs *flag.FlagSet, responder bool) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 }
 
+// check returns a usage error for a flag value out of range.
 func (f *transportFlags) check() error {
 	if f.version != 1 && f.version != 2 {
-		return fmt.Errorf("--rpcrdma-version %d: want 1 or 2", f.version)
+		return usagef("--rpcrdma-version %d: want 1 or 2", f.version)
 	}
 	if f.mpaRev != 1 && f.mpaRev != 2 {
-		return fmt.Errorf("--mpa-rev %d: want 1 or 2", f.mpaRev)
+		return usagef("--mpa-rev %d: want 1 or 2", f.mpaRev)
 	}
 	if f.inline < wire.MinInlineSize || f.inline > wire.MaxInlineSize {
-		return fmt.Errorf("--inline %d: want %d to %d", f.inline, wire.MinInlineSize, wire.MaxInlineSize)
+		return usagef("--inline %d: want %d to %d", f.inline, wire.MinInlineSize, wire.MaxInlineSize)
 	}
 	if f.credits == 0 || f.credits > 1<<16 {
-		return fmt.Errorf("--credits %d: want 1 to 65536", f.credits)
+		return usagef("--credits %d: want 1 to 65536", f.credits)
+	}
+	if f.ddpThreshold < 0 {
+		return usagef("--ddp-threshold %d: want 0 or more", f.ddpThreshold)
+	}
+	if f.firstSendDelay < 0 {
+		return usagef("--first-send-delay %v: want 0 or more", f.firstSendDelay)
 	}
 	if _, err := f.level(); err != nil {
 		return err
@@ -63,7 +79,7 @@ func (f *transportFlags) check() error {
 func (f *transportFlags) level() (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(strings.ToUpper(f.logLevel))); err != nil {
-		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+		return 0, usagef("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	return l, nil
 }
@@ -71,6 +87,31 @@ func (f *transportFlags) level() (slog.Level, error) {
 func (f *transportFlags) logger() *slog.Logger {
 	l, _ := f.level()
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// progFlag is a program number flag. It prints as RFC 5531 section 8.2
+// numbers are customarily written: in decimal in the range IANA assigns
+// (below 0x20000000, NFS's 100003), in hexadecimal above (the bench
+// program's 0x20049001). It parses both forms.
+type progFlag uint32
+
+func (p *progFlag) String() string { return progString(uint32(*p)) }
+
+func (p *progFlag) Set(s string) error {
+	v, err := strconv.ParseUint(s, 0, 32)
+	if err != nil {
+		return errors.New("want a program number, decimal or 0x hexadecimal")
+	}
+	*p = progFlag(v)
+	return nil
+}
+
+// progString formats a program number as progFlag prints it.
+func progString(prog uint32) string {
+	if prog < 0x20000000 {
+		return strconv.FormatUint(uint64(prog), 10)
+	}
+	return fmt.Sprintf("%#x", prog)
 }
 
 // config returns the rpcrdma configuration the flags describe.

@@ -65,6 +65,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, flag.ErrHelp):
 			return 0
 		case errors.Is(err, errUsage):
+			if err != errUsage { // not yet said
+				fmt.Fprintf(stderr, "rpcrdma %s: %v\n", c.name, err)
+			}
 			return 2
 		}
 		fmt.Fprintf(stderr, "rpcrdma %s: %v\n", c.name, err)
@@ -75,8 +78,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-// errUsage: the flags were wrong; the flag package has already said why.
+// errUsage: the flags or arguments were wrong, and that has been said;
+// the command exits 2.
 var errUsage = errors.New("usage")
+
+// usageError is a wrong flag value or argument not yet reported: run
+// prints it and exits 2, as for a flag the flag package refused.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Is(target error) bool { return target == errUsage }
+
+// usagef returns a usageError with the message format describes.
+func usagef(format string, a ...any) error {
+	return &usageError{fmt.Sprintf(format, a...)}
+}
+
+// noArgs refuses positional arguments for a command that takes none.
+func noArgs(fs *flag.FlagSet, hint string) error {
+	if fs.NArg() == 0 {
+		return nil
+	}
+	return usagef("unexpected argument %q: %s takes no arguments%s", fs.Arg(0), fs.Name(), hint)
+}
 
 // newFlags returns a FlagSet for a command that prints its usage to stderr.
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {

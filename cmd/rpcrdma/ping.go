@@ -6,21 +6,24 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/internal/benchprog"
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
 
 func cmdPing(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("ping", "ping [flags] HOST:PORT", stderr)
-	prog := fs.Uint("prog", benchprog.Prog, "program number to call NULL on (100003 for NFS)")
+	prog := progFlag(benchprog.Prog)
+	fs.Var(&prog, "prog", "program `number` to call NULL on, decimal or 0x hexadecimal (100003 for NFS)")
 	vers := fs.Uint("vers", benchprog.Vers, "program version")
 	count := fs.Int("count", 3, "number of NULL calls")
 	interval := fs.Duration("interval", 200*time.Millisecond, "pause between calls")
-	timeout := fs.Duration("timeout", 10*time.Second, "limit for connecting and for each call")
+	timeout := fs.Duration("timeout", 10*time.Second, "limit for connecting and for each call; 0: none")
 	reconnect := fs.Bool("reconnect", false, "when the connection is lost, connect again and carry on, sending the call in flight again; a call that fails is reported and counted, and ping goes on")
 	var tf transportFlags
 	tf.register(fs, false)
@@ -34,8 +37,10 @@ With --reconnect it outlives the connection, as a client watching a
 server restart or fail over: it says when it connected again and what the
 new connection negotiated, and exits non-zero if any call failed.
 "rpcrdma ping --prog 100003 --vers 3 HOST:20049" checks an NFS/RDMA server
-such as Linux knfsd. Exits non-zero with a one-line error when the server is
-down, rejects the connection, or does not speak RPC-over-RDMA.
+such as Linux knfsd; a server over Linux soft-iWARP (siw) also needs
+--first-send-delay 50ms. Exits non-zero with a one-line error when the
+server is down, rejects the connection, or does not speak RPC-over-RDMA;
+exits 2 for a wrong flag or argument.
 
 flags:
 `)
@@ -44,15 +49,31 @@ flags:
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "rpcrdma ping: want one address, HOST:PORT")
-		return errUsage
+	switch fs.NArg() {
+	case 0:
+		return usagef("want one address, HOST:PORT")
+	case 1:
+	default:
+		return usagef("unexpected argument %q: want one address, HOST:PORT", fs.Arg(1))
 	}
 	if err := tf.check(); err != nil {
 		return err
 	}
 	if *count < 1 {
-		return fmt.Errorf("--count %d: want at least 1", *count)
+		return usagef("--count %d: want at least 1", *count)
+	}
+	if *interval < 0 {
+		return usagef("--interval %v: want 0 or more", *interval)
+	}
+	if *timeout < 0 {
+		return usagef("--timeout %v: want 0 (none) or more", *timeout)
+	}
+	// withTimeout bounds ctx by --timeout, unless it is 0.
+	withTimeout := func() (context.Context, context.CancelFunc) {
+		if *timeout == 0 {
+			return context.WithCancel(context.Background())
+		}
+		return context.WithTimeout(context.Background(), *timeout)
 	}
 	addr := fs.Arg(0)
 	p, err := tf.provider()
@@ -75,7 +96,7 @@ flags:
 		conns <- c
 		return c, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := withTimeout()
 	var cli *rpc.Client
 	var first rpc.Transport
 	if *reconnect {
@@ -95,9 +116,9 @@ flags:
 		if i > 0 {
 			time.Sleep(*interval)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		ctx, cancel := withTimeout()
 		start := time.Now()
-		err := cli.Null(ctx, uint32(*prog), uint32(*vers))
+		err := cli.Null(ctx, uint32(prog), uint32(*vers))
 		rtt := time.Since(start)
 		cancel()
 		select {
@@ -109,7 +130,10 @@ flags:
 		default:
 		}
 		if err != nil {
-			err = fmt.Errorf("NULL call %d to program %d version %d: %w", i+1, *prog, *vers, err)
+			err = fmt.Errorf("NULL call %d to program %s version %d: %w", i+1, progString(uint32(prog)), *vers, err)
+			if i == 0 && tf.firstSendDelay == 0 && errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("%w (a Linux soft-iWARP server needs --first-send-delay %v)", err, iwarp.SiwFirstSendDelay)
+			}
 			if !*reconnect {
 				return err
 			}
@@ -127,7 +151,7 @@ flags:
 	for _, r := range rtts {
 		lo, hi, sum = min(lo, r), max(hi, r), sum+r
 	}
-	fmt.Fprintf(stdout, "%d calls: min %v, avg %v, max %v\n", len(rtts),
+	fmt.Fprintf(stdout, "%s: min %v, avg %v, max %v\n", plural(len(rtts), "call"),
 		lo.Round(time.Microsecond), (sum / time.Duration(len(rtts))).Round(time.Microsecond), hi.Round(time.Microsecond))
 	if failed > 0 {
 		return fmt.Errorf("%d of %d NULL calls failed", failed, *count)
@@ -157,17 +181,49 @@ func onOff(b bool) string {
 	return "off"
 }
 
-// describeDialError turns a connection failure into one clear line.
+// plural returns "1 call", "2 calls".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// dialError is a connection failure said in one line that names the
+// address once; it unwraps to the error it describes.
+type dialError struct {
+	msg string
+	err error
+}
+
+func (e *dialError) Error() string { return e.msg }
+func (e *dialError) Unwrap() error { return e.err }
+
+// describeDialError turns a connection failure into one clear line. Each
+// layer below names the address it dialed (rpcrdma, iwarp, net), so the
+// line keeps only the first cause that does not.
 func describeDialError(addr string, err error) error {
+	cause := err
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if !strings.Contains(e.Error(), addr) {
+			cause = e
+			break
+		}
+	}
 	var rej *rdma.RejectError
 	var op *net.OpError
+	var msg string
 	switch {
 	case errors.As(err, &rej):
-		return fmt.Errorf("%s rejected the connection (MPA reject): %w", addr, err)
+		msg = fmt.Sprintf("%s rejected the connection (MPA reject): %v", addr, cause)
+	case errors.Is(err, iwarp.ErrNotMPA):
+		msg = fmt.Sprintf("%s is not an RDMA server: %v", addr, cause)
 	case errors.As(err, &op) && op.Op == "dial":
-		return fmt.Errorf("cannot reach %s: %w", addr, err)
+		msg = fmt.Sprintf("cannot reach %s: %v", addr, op.Err)
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%s did not complete the iWARP handshake in time (not an RDMA server?): %w", addr, err)
+		msg = fmt.Sprintf("%s did not complete the iWARP handshake in time (not an RDMA server?): %v", addr, cause)
+	default:
+		msg = fmt.Sprintf("connecting to %s: %v", addr, cause)
 	}
-	return fmt.Errorf("connecting to %s: %w", addr, err)
+	return &dialError{msg, err}
 }

@@ -8,7 +8,7 @@ import (
 
 // provider returns the software iWARP provider the flags describe.
 func (f *transportFlags) provider() (rdma.Provider, error) {
-	o := iwarp.Options{Revision: f.mpaRev, CRC: iwarp.CRCFollow}
+	o := iwarp.Options{Revision: f.mpaRev, CRC: iwarp.CRCFollow, FirstSendDelay: f.firstSendDelay}
 	if f.crc {
 		o.CRC = iwarp.CRCRequire
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/internal/benchprog"
+	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
@@ -32,7 +33,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 
 Serves, over the software iWARP (MPA/DDP/RDMAP over TCP), RPC-over-RDMA
 Versions One and Two with:
-  the bench program %#x version %d: NULL, WRITE (read chunks), READ (write
+  the bench program %s version %d: NULL, WRITE (read chunks), READ (write
     chunks), LIST (reply chunk), ECHO (long call and long reply), SLEEP
     (waits, for shutdown tests);
   the Connection Configuration Protocol, program 100417 (CONF_RDMA).
@@ -40,14 +41,23 @@ Logs "listening on ADDR" when ready. SIGINT or SIGTERM stop accepting,
 let in-flight calls complete, close the connections and exit 0.
 
 flags:
-`, benchprog.Prog, benchprog.Vers)
+`, progString(benchprog.Prog), benchprog.Vers)
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if err := noArgs(fs, " (the address goes in --listen)"); err != nil {
+		return err
+	}
 	if err := tf.check(); err != nil {
 		return err
+	}
+	if *grace < 0 {
+		return usagef("--shutdown-timeout %v: want 0 or more", *grace)
+	}
+	if *replyCache < 0 {
+		return usagef("--reply-cache %d: want 0 or more", *replyCache)
 	}
 	log := tf.logger()
 	p, err := tf.provider()
@@ -59,9 +69,6 @@ flags:
 
 	ip, _ := p.(*iwarp.Provider)
 	m := newServerMetrics(ip)
-	if *replyCache < 0 {
-		return fmt.Errorf("--reply-cache %d: want 0 or more", *replyCache)
-	}
 	srv := rpc.NewServer(&rpc.ServerOptions{Logger: log, ReplyCache: *replyCache})
 	benchprog.RegisterWith(srv, m.wrap)
 	l, err := rpcrdma.Listen(ctx, p, *listen, tf.config(log))
@@ -97,6 +104,20 @@ flags:
 	return nil
 }
 
+// logClosed logs the end of a connection: at Debug level when the peer
+// disconnected or the server closed it, which is how connections end, and
+// at Warn level with the error when it failed.
+func logClosed(log *slog.Logger, remote net.Addr, err error) {
+	switch {
+	case err == nil, errors.Is(err, rdma.ErrDisconnected):
+		log.Debug("connection closed by the peer", "remote", remote)
+	case errors.Is(err, rdma.ErrClosed), errors.Is(err, rpc.ErrServerClosed):
+		log.Debug("connection closed", "remote", remote)
+	default:
+		log.Warn("connection failed", "remote", remote, "err", err)
+	}
+}
+
 // serveLoop is rpcrdma.Serve with each connection followed by the metrics
 // and logged.
 func serveLoop(l *rpcrdma.Listener, srv *rpc.Server, m *serverMetrics, log *slog.Logger) error {
@@ -119,7 +140,7 @@ func serveLoop(l *rpcrdma.Listener, srv *rpc.Server, m *serverMetrics, log *slog
 			srv.Serve(c)
 			c.Close()
 			m.remove(c)
-			log.Debug("connection closed", "remote", in.Remote, "err", c.Err())
+			logClosed(log, in.Remote, c.Err())
 		}()
 	}
 }
