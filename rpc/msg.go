@@ -264,7 +264,7 @@ func (h *CallHeader) String() string {
 		b = strconv.AppendUint(b, uint64(h.RPCVers), 10)
 	}
 	b = append(b, " prog="...)
-	b = strconv.AppendUint(b, uint64(h.Prog), 10)
+	b = AppendProg(b, h.Prog)
 	b = append(b, " vers="...)
 	b = strconv.AppendUint(b, uint64(h.Vers), 10)
 	b = append(b, " proc="...)
@@ -469,6 +469,18 @@ func PeekHeader(msg []byte) (xid uint32, t MsgType, ok bool) {
 	return binary.BigEndian.Uint32(msg), MsgType(binary.BigEndian.Uint32(msg[4:])), true
 }
 
+// AppendProg appends prog as program numbers are customarily written:
+// in decimal in the range RFC 5531 section 8.2 leaves to IANA (below
+// 0x20000000, NFS's 100003), in hexadecimal with 0x above it, where
+// numbers are chosen by their users (0x20049001).
+func AppendProg(b []byte, prog uint32) []byte {
+	if prog < 0x20000000 {
+		return strconv.AppendUint(b, uint64(prog), 10)
+	}
+	b = append(b, "0x"...)
+	return strconv.AppendUint(b, uint64(prog), 16)
+}
+
 // CallID identifies a call in errors and logs.
 type CallID struct {
 	XID, Prog, Vers, Proc uint32
@@ -480,7 +492,7 @@ func (c CallID) String() string {
 	b = append(b, "call 0x"...)
 	b = strconv.AppendUint(b, uint64(c.XID), 16)
 	b = append(b, " prog "...)
-	b = strconv.AppendUint(b, uint64(c.Prog), 10)
+	b = AppendProg(b, c.Prog)
 	b = append(b, " vers "...)
 	b = strconv.AppendUint(b, uint64(c.Vers), 10)
 	b = append(b, " proc "...)

@@ -413,6 +413,7 @@ func TestStrings(t *testing.T) {
 		{&OpaqueAuth{Flavor: AuthSys, Body: make([]byte, 32)}, "AUTH_SYS(32 bytes)"},
 		{&authSysParms, "client1 uid=1000 gid=100 gids=[100 1000]"},
 		{CallID{XID: 0x1a2b, Prog: 100003, Vers: 3, Proc: 6}, "call 0x1a2b prog 100003 vers 3 proc 6"},
+		{CallID{XID: 0x1a2b, Prog: 0x20049001, Vers: 1, Proc: 2}, "call 0x1a2b prog 0x20049001 vers 1 proc 2"},
 	}
 	for _, tt := range tests {
 		if s := tt.got.String(); s != tt.want {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
 )
@@ -89,10 +90,8 @@ func (f *transportFlags) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
-// progFlag is a program number flag. It prints as RFC 5531 section 8.2
-// numbers are customarily written: in decimal in the range IANA assigns
-// (below 0x20000000, NFS's 100003), in hexadecimal above (the bench
-// program's 0x20049001). It parses both forms.
+// progFlag is a program number flag: it parses decimal or 0x hexadecimal
+// and prints as rpc.AppendProg writes program numbers (0x20049001, 100003).
 type progFlag uint32
 
 func (p *progFlag) String() string { return progString(uint32(*p)) }
@@ -106,13 +105,8 @@ func (p *progFlag) Set(s string) error {
 	return nil
 }
 
-// progString formats a program number as progFlag prints it.
-func progString(prog uint32) string {
-	if prog < 0x20000000 {
-		return strconv.FormatUint(uint64(prog), 10)
-	}
-	return fmt.Sprintf("%#x", prog)
-}
+// progString formats a program number as rpc.AppendProg does.
+func progString(prog uint32) string { return string(rpc.AppendProg(nil, prog)) }
 
 // config returns the rpcrdma configuration the flags describe.
 func (f *transportFlags) config(log *slog.Logger) *rpcrdma.Config {
