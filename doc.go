@@ -1,6 +1,23 @@
 // Package rpcrdma is the root of go-rpcrdma, a Go implementation of
-// RPC-over-RDMA: the transport that carries ONC RPC, and NFS above it, over
-// RDMA networks. It holds no code; this comment is the tour.
+// RPC-over-RDMA. It holds no code: import the package for what you do.
+//
+//   - Call or serve an ONC RPC program over RDMA: package
+//     github.com/go-rpcrdma/rpcrdma/rpcrdma (Dial, Listen, Serve,
+//     DialClient), with an RDMA provider such as
+//     github.com/go-rpcrdma/rpcrdma/rdma/iwarp (iwarp.New, the software
+//     iWARP over TCP) and the Client and Server of
+//     github.com/go-rpcrdma/rpcrdma/rpc.
+//   - The same program over TCP: github.com/go-rpcrdma/rpcrdma/rpc alone
+//     (rpc.DialTCP, Server.ServeListener).
+//   - Encode and decode arguments and results:
+//     github.com/go-rpcrdma/rpcrdma/xdr.
+//   - Use RDMA directly, or write a provider:
+//     github.com/go-rpcrdma/rpcrdma/rdma and its rdmatest suite.
+//   - Probe, benchmark or trace a server from the shell: the command,
+//     go install github.com/go-rpcrdma/rpcrdma/cmd/rpcrdma@latest.
+//
+// RPC-over-RDMA is the transport that carries ONC RPC, and NFS above it,
+// over RDMA networks.
 //
 // The stack, bottom up (each package imports only those below it):
 //
@@ -33,8 +50,4 @@
 // draft-cel-nfsv4-rpcrdma-version-two-00 (Version Two),
 // draft-ietf-nfsv4-rpcrdma-01 (the draft RFC 5666 grew from), RFC 5531 (ONC
 // RPC), RFC 4506 (XDR), and RFCs 5040, 5041, 5044 and 6581 (iWARP).
-//
-// Start with package rpcrdma (its example serves a program over the
-// software iWARP), package rpc for calling and serving programs, and xdr
-// for encoding their arguments.
 package rpcrdma

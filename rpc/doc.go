@@ -1,32 +1,71 @@
-// Package rpc implements ONC RPC version 2 (RFC 5531): message encoding,
-// a Client and a Server, and record marking for byte streams. It knows
-// nothing of RDMA: transports plug in below it through the Transport
-// interface, and the RPC-over-RDMA transport (RFC 8166) is one of them.
+// Package rpc implements ONC RPC version 2 (RFC 5531): a Client and a
+// Server that run unchanged over TCP and over RPC-over-RDMA, the messages
+// they exchange, and record marking for byte streams. It knows nothing of
+// RDMA: transports plug in below it through the Transport interface, and
+// package rpcrdma provides the RPC-over-RDMA one (RFC 8166).
 //
-// Tour:
-//   - msg.go, auth.go: CallHeader, ReplyHeader, OpaqueAuth, AuthSysParms and
-//     the protocol enums, each with Append/EncodedLen/Decode over package
-//     xdr and a String/LogValue form.
-//   - body.go: Body, an XDR stream with DDP-eligible data items held apart
-//     from it, so that a transport able to move bulk data directly (RDMA)
-//     can do so while others flatten it; BodyDecoder reads either form.
-//   - transport.go: Transport and Msg, and CallCanceler for transports that
-//     hold per-call resources.
-//   - recmark.go: record marking (RFC 5531 section 11), RecordReader,
-//     RecordWriter and StreamTransport for TCP.
-//   - client.go: Client, with xid allocation, a pending-call table and one
-//     receiving goroutine.
-//   - reconnect.go: DialClient, a Client that replaces a failed transport
-//     and sends the calls in flight again on the new one.
-//   - server.go: Server, with handlers registered by program, version and
-//     procedure, pluggable authentication, bounded concurrency and graceful
-//     shutdown.
-//   - replycache.go: the Server's duplicate request cache, which answers a
-//     call sent again after a reconnection with its first run's reply.
-//   - errors.go: the error types and their reach (one call, or the
-//     connection).
+// # Calling a program
 //
-// Memory. Wire decoders alias the buffer they decode; Bodies alias their
-// builders' memory; a Msg from Transport.Recv belongs to its receiver. Each
-// function says how long what it returns stays valid.
+// A Client sends calls on one Transport: DialTCP connects one over TCP,
+// rpcrdma.Dial over RDMA, and NewClient wraps it. Client.Call sends a
+// Request (program, version, procedure, credential, arguments) and returns
+// its Reply, or an error; Client.Null calls procedure 0. Calls may be made
+// from many goroutines at once; each has its own xid. A Client that
+// should outlive its connection comes from DialClient, which dials again
+// with backoff when the transport fails and sends the calls in flight
+// again, with their xids (ReconnectConfig).
+//
+// # Serving a program
+//
+// A Server holds Handlers registered by program, version and procedure
+// (Server.Handle). A Handler decodes its arguments from Call.Decoder and
+// returns results or an error; the error chooses the answer (GARBAGE_ARGS,
+// AUTH_ERROR, an AcceptError's status, or SYSTEM_ERR). Server.ServeListener
+// serves TCP connections, Server.Serve any Transport (rpcrdma.Serve serves
+// an RDMA listener). ServerOptions sets the authenticator (DefaultAuth
+// accepts AUTH_NONE and AUTH_SYS), how many calls run at once per
+// connection (MaxInFlight), a duplicate request cache for calls sent again
+// after a reconnection (ReplyCache), and the logger, which receives handler
+// errors and panics (slog.Default unless set). Shutdown finishes the calls
+// in progress; Close does not wait, and a client that reconnects sends
+// those calls again.
+//
+// # Arguments and results
+//
+// A Body is an XDR stream (package xdr) with DDP-eligible data items held
+// apart from it: an upper layer marks bulk data (an NFS WRITE's payload) as
+// eligible for direct data placement, and a transport that can move it by
+// RDMA does so while others flatten it into the stream. BodyDecoder reads
+// either form. Request.ResultBufs names caller memory for results to be
+// placed in directly, and Request.MaxReply how large a reply may be.
+//
+// # Messages
+//
+// CallHeader and ReplyHeader are the RFC 5531 headers, with OpaqueAuth and
+// AuthSysParms for credentials and typed enums (AcceptStat, AuthStat, ...)
+// whose String is the RFC's name. Each has Append, EncodedLen and Decode
+// over package xdr and a compact String and LogValue.
+//
+// # Transports
+//
+// A Transport sends and receives whole messages (Msg). StreamTransport is
+// record marking (RFC 5531 section 11) over a net.Conn, built on
+// RecordReader and RecordWriter. A transport may also be a Pusher, which
+// hands received messages over on its own goroutine, or a CallCanceler,
+// which holds per-call resources until the reply.
+//
+// # Errors
+//
+// Each error says whether one call or the whole connection failed: an
+// *AcceptError, *RejectError or *BadReplyError fails one call and the
+// Client goes on; a *ConnError (matching net.ErrClosed) ends the transport
+// and every call on it. ErrServerClosed is what Serve returns after
+// Shutdown or Close.
+//
+// # Memory
+//
+// Decoders alias the buffer they decode; a Body aliases its builder's
+// memory; a Msg from Transport.Recv belongs to its receiver; a Handler's
+// Call is valid until the handler returns. Each function says how long
+// what it returns stays valid.
 package rpc
