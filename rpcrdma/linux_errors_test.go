@@ -22,7 +22,7 @@ import (
 // by 6.1.)
 func TestLinuxErrChunk(t *testing.T) {
 	addr := lab.Knfsd(t)
-	p, err := iwarp.New(iwarp.Options{})
+	p, err := iwarp.New(iwarp.Options{FirstSendDelay: iwarp.SiwFirstSendDelay})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ const (
 func dialLinux(t *testing.T, o iwarp.Options, cfg *rpcrdma.Config) (*rpcrdma.Conn, *rpc.Client) {
 	t.Helper()
 	addr := lab.Knfsd(t)
+	o.FirstSendDelay = iwarp.SiwFirstSendDelay // siw's accept race
 	p, err := iwarp.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -331,7 +332,7 @@ func TestLinuxRejectsRevision1(t *testing.T) {
 // calls sent again there complete: the WRITE's data reads back.
 func TestLinuxReconnect(t *testing.T) {
 	addr := lab.Knfsd(t)
-	p, err := iwarp.New(iwarp.Options{})
+	p, err := iwarp.New(iwarp.Options{FirstSendDelay: iwarp.SiwFirstSendDelay})
 	if err != nil {
 		t.Fatal(err)
 	}
