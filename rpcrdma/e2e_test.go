@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -588,11 +591,19 @@ func TestRemoteInvalidation(t *testing.T) { forProviders(t, testRemoteInvalidati
 // TestReplyTooLarge: a reply that fits neither inline nor a reply chunk is
 // answered with ERR_CHUNK, failing the call and not the connection.
 func testReplyTooLarge(t *testing.T, np pairFunc) {
-	p := np(t, nil, nil)
+	var logs lockedBuffer
+	p := np(t, nil, &Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	_, err := p.call(ctxT(t), procBig, u32Args(20000), nil, 0)
 	var re *RemoteError
 	if !errors.As(err, &re) || re.Code != wire.ErrChunk {
 		t.Fatalf("err = %v, want ERR_CHUNK", err)
+	}
+	// The requester names the knob, the responder logs the sizes.
+	if !strings.Contains(err.Error(), "no reply chunk (set rpc.Request.MaxReply") {
+		t.Errorf("ERR_CHUNK error does not point at MaxReply: %v", err)
+	}
+	if l := logs.String(); !strings.Contains(l, "answering ERR_CHUNK") || !strings.Contains(l, "fit neither inline") {
+		t.Errorf("responder did not log why it answered ERR_CHUNK; log:\n%s", l)
 	}
 	if err := p.cli.Null(ctxT(t), testProg, testVers); err != nil {
 		t.Fatalf("connection unusable after ERR_CHUNK: %v", err)
@@ -605,6 +616,12 @@ func testReplyTooLarge(t *testing.T, np pairFunc) {
 	if !errors.As(err, &re) || re.Code != wire.ErrChunk {
 		t.Fatalf("result beyond the write chunk: err = %v, want ERR_CHUNK", err)
 	}
+	if !strings.Contains(err.Error(), "write chunks of 4096 bytes") || !strings.Contains(err.Error(), "ResultBufs") {
+		t.Errorf("ERR_CHUNK error does not point at ResultBufs: %v", err)
+	}
+	if l := logs.String(); !strings.Contains(l, "exceeds write chunk 0 of 4096 bytes") {
+		t.Errorf("responder did not log the result's size; log:\n%s", l)
+	}
 	if n := p.conn.Stats().RemoteInvalid; n != 0 {
 		t.Fatalf("RDMA_ERROR sent with Invalidate (%d STags invalidated remotely)", n)
 	}
@@ -614,6 +631,24 @@ func testReplyTooLarge(t *testing.T, np pairFunc) {
 }
 
 func TestReplyTooLarge(t *testing.T) { forProviders(t, testReplyTooLarge) }
+
+// lockedBuffer is a bytes.Buffer for a logger that other goroutines write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 // TestCancelInvalidates abandons a call with a write chunk and checks that
 // its registrations go at once while its credit stays until the reply.

@@ -32,12 +32,44 @@ type RemoteError struct {
 	Code wire.ErrorCode // ERR_VERS, ERR_CHUNK / RDMA_ERR_BAD_HEADER, RDMA_ERR_INVAL_OPTION
 	Low  wire.Version   // ERR_VERS: lowest version the responder supports
 	High wire.Version   // ERR_VERS: highest
+
+	// offered says, for ERR_CHUNK, what the call offered for its reply,
+	// since a reply that outgrew it is the usual cause and only the
+	// responder knows the reply's size.
+	offered string
 }
 
 func (e *RemoteError) Error() string {
 	s := "rpcrdma: call 0x" + strconv.FormatUint(uint64(e.XID), 16) + " failed: responder answered " + e.Code.Name(e.Vers)
 	if e.Code == wire.ErrVers {
 		s += " (supports versions " + e.Low.String() + " to " + e.High.String() + ")"
+	}
+	if e.offered != "" {
+		s += " (" + e.offered + ")"
+	}
+	return s
+}
+
+// offeredHint describes what a call offered for its reply, for an
+// ERR_CHUNK answer: the inline limit, the reply chunk (rpc.Request.MaxReply)
+// and the write chunks (rpc.Request.ResultBufs), and which knob raises
+// each.
+func offeredHint(inline int, replyChunk int, writes [][]byte) string {
+	s := "if the reply outgrew what the call offered: inline replies up to " + strconv.Itoa(inline) + " bytes, "
+	if replyChunk == 0 {
+		s += "no reply chunk (set rpc.Request.MaxReply to offer one)"
+	} else {
+		s += "a reply chunk of " + strconv.Itoa(replyChunk) + " bytes (raise rpc.Request.MaxReply)"
+	}
+	if len(writes) > 0 {
+		s += ", write chunks of"
+		for i, w := range writes {
+			if i > 0 {
+				s += ","
+			}
+			s += " " + strconv.Itoa(len(w))
+		}
+		s += " bytes for the results (enlarge rpc.Request.ResultBufs)"
 	}
 	return s
 }

@@ -71,8 +71,10 @@ type outCall struct {
 	cancelled bool        // CancelCall ran: drop the reply, keep the credit until it comes
 	abandon   *time.Timer // after CancelCall: ends the connection if the reply never comes
 
-	hdr       wire.Header // the transport header, built by marshal
-	piecesBuf [8][]byte   // backing for marshal's pieces, enough for most calls
+	hdr        wire.Header // the transport header, built by marshal
+	plan       callPlan    // how the call travels, built by marshal
+	piecesBuf  [8][]byte   // backing for plan.pieces, enough for most calls
+	chunkedBuf [4]int      // backing for plan.chunked
 }
 
 func newRequester(c *Conn) *requester {
@@ -151,124 +153,108 @@ func (r *requester) send(ctx context.Context, oc *outCall, v wire.Version) error
 	return nil
 }
 
-var zeroPad [4]byte
-
-// marshal decides how oc travels in version v, registers its chunks, and
-// returns the transport header and the inline payload as pieces.
+// marshal decides how oc travels in version v (planCall), registers the
+// memory its chunks offer (register), and returns the transport header and
+// the inline payload as pieces. On failure the caller releases oc.mrs.
 func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte, error) {
 	c := r.c
 	neg := &c.negV[v]
-	m := &oc.msg
 	hdr := &oc.hdr
-	*hdr = wire.Header{XID: oc.xid, Vers: v, Credits: c.cfg.credits(), Proc: wire.RDMA_MSG}
-	threshold := c.cfg.ddpThreshold()
+	*hdr = wire.Header{XID: oc.xid, Vers: v, Credits: c.cfg.credits()}
+	shape := callShape{
+		threshold:  c.cfg.ddpThreshold(),
+		sendLimit:  neg.sendLimit,
+		replyLimit: neg.replyLimit,
+		segSize:    r.segSize,
+		padChunks:  r.padChunks,
+		lim:        c.lim,
+	}
+	p := &oc.plan
+	p.pieces, p.chunked = oc.piecesBuf[:0], oc.chunkedBuf[:0]
+	if err := planCall(hdr, &oc.msg, &shape, p); err != nil {
+		return nil, nil, err
+	}
+	if err := r.register(oc, hdr, p); err != nil {
+		return nil, nil, err
+	}
+	for _, i := range p.chunked {
+		c.stats.ReadChunks.Add(1)
+		c.stats.ReadChunkBytes.Add(uint64(len(oc.msg.Items[i].Data)))
+	}
+	c.stats.WriteChunks.Add(uint64(len(oc.msg.ResultBufs)))
+	if p.long {
+		c.stats.LongCalls.Add(1)
+		c.stats.ReadChunkBytes.Add(uint64(p.inlineLen))
+		return hdr, nil, nil
+	}
+	c.stats.Inline.Add(1)
+	return hdr, p.pieces, nil
+}
 
-	// Reduce: walk the items, inlining small ones, moving the others to
-	// read chunks at their un-reduced positions.
-	pieces := oc.piecesBuf[:0]
-	inlineLen, prev, shift := 0, 0, 0
-	for _, it := range m.Items {
-		if it.Offset < prev || it.Offset > len(m.XDR) {
-			return nil, nil, fmt.Errorf("rpcrdma: call 0x%x: DDP item at offset %d out of order", oc.xid, it.Offset)
+// register registers the memory oc's plan p offers the responder, in the
+// order of h's chunk lists, and completes their segments with the
+// registrations' handles and tagged offsets. Every registration is in
+// oc.mrs, also on failure.
+func (r *requester) register(oc *outCall, h *wire.Header, p *callPlan) error {
+	c := r.c
+	reads := h.Chunks.Reads
+	if p.long {
+		long := make([]byte, 0, p.inlineLen)
+		for _, piece := range p.pieces {
+			long = append(long, piece...)
 		}
-		pieces = append(pieces, m.XDR[prev:it.Offset])
-		inlineLen += it.Offset - prev
-		prev = it.Offset
-		if len(it.Data) < threshold {
-			pieces = append(pieces, it.Data, zeroPad[:xdr.Pad(len(it.Data))])
-			inlineLen += xdr.RoundUp(len(it.Data))
-			shift += xdr.RoundUp(len(it.Data))
-			continue
+		mr, err := c.register(long, rdma.AccessRemoteRead)
+		if err != nil {
+			return fmt.Errorf("rpcrdma: registering long call 0x%x: %w", oc.xid, err)
 		}
-		data := it.Data
+		oc.mrs = append(oc.mrs, mr)
+		locate(&reads[0].Segment, mr)
+		reads = reads[1:]
+	}
+	for _, i := range p.chunked {
+		data := oc.msg.Items[i].Data
 		if r.padChunks && xdr.Pad(len(data)) > 0 {
 			data = xdr.AppendPad(append([]byte(nil), data...), len(data))
 		}
 		mr, err := c.register(data, rdma.AccessRemoteRead)
 		if err != nil {
-			return nil, nil, fmt.Errorf("rpcrdma: registering read chunk of call 0x%x: %w", oc.xid, err)
+			return fmt.Errorf("rpcrdma: registering read chunk of call 0x%x: %w", oc.xid, err)
 		}
 		oc.mrs = append(oc.mrs, mr)
-		for _, seg := range r.segments(mr, len(data)) {
-			hdr.Chunks.Reads = append(hdr.Chunks.Reads, wire.ReadSegment{Position: uint32(it.Offset + shift), Segment: seg})
+		for range segmentCount(len(data), r.segSize) {
+			locate(&reads[0].Segment, mr)
+			reads = reads[1:]
 		}
-		shift += xdr.RoundUp(len(it.Data))
-		c.stats.ReadChunks.Add(1)
-		c.stats.ReadChunkBytes.Add(uint64(len(it.Data)))
 	}
-	pieces = append(pieces, m.XDR[prev:])
-	inlineLen += len(m.XDR) - prev
-
-	for _, buf := range m.ResultBufs {
+	for i, buf := range oc.msg.ResultBufs {
 		mr, err := c.register(buf, rdma.AccessRemoteWrite)
 		if err != nil {
-			return nil, nil, fmt.Errorf("rpcrdma: registering write chunk of call 0x%x: %w", oc.xid, err)
+			return fmt.Errorf("rpcrdma: registering write chunk of call 0x%x: %w", oc.xid, err)
 		}
 		oc.mrs = append(oc.mrs, mr)
 		oc.writeBufs = append(oc.writeBufs, buf)
-		hdr.Chunks.Writes = append(hdr.Chunks.Writes, r.segments(mr, len(buf)))
-		c.stats.WriteChunks.Add(1)
+		for j := range h.Chunks.Writes[i] {
+			locate(&h.Chunks.Writes[i][j], mr)
+		}
 	}
-
-	// A reply chunk when the reply may not fit inline: the reply's
-	// transport header repeats our write list.
-	replyHdr := 28 + hdr.Chunks.Writes.EncodedLen() - 4
-	if m.MaxReply > 0 && replyHdr+m.MaxReply > neg.replyLimit {
-		oc.replyBuf = make([]byte, xdr.RoundUp(m.MaxReply))
+	if p.replyLen > 0 {
+		oc.replyBuf = make([]byte, p.replyLen)
 		mr, err := c.register(oc.replyBuf, rdma.AccessRemoteWrite)
 		if err != nil {
-			return nil, nil, fmt.Errorf("rpcrdma: registering reply chunk of call 0x%x: %w", oc.xid, err)
+			return fmt.Errorf("rpcrdma: registering reply chunk of call 0x%x: %w", oc.xid, err)
 		}
 		oc.mrs = append(oc.mrs, mr)
-		hdr.Chunks.Reply = wire.ReplyChunk{Present: true, Chunk: wire.WriteChunk{
-			{Handle: uint32(mr.STag()), Length: uint32(len(oc.replyBuf)), Offset: mr.TO()},
-		}}
+		locate(&h.Chunks.Reply.Chunk[0], mr)
 	}
-
-	if hdr.EncodedLen()+inlineLen > neg.sendLimit {
-		// Long call: the reduced message goes in a position-zero read
-		// chunk ahead of the data chunks (RFC 5666 section 5.1).
-		long := make([]byte, 0, inlineLen)
-		for _, p := range pieces {
-			long = append(long, p...)
-		}
-		mr, err := c.register(long, rdma.AccessRemoteRead)
-		if err != nil {
-			return nil, nil, fmt.Errorf("rpcrdma: registering long call 0x%x: %w", oc.xid, err)
-		}
-		oc.mrs = append(oc.mrs, mr)
-		pzrc := wire.ReadSegment{Segment: wire.Segment{Handle: uint32(mr.STag()), Length: uint32(len(long)), Offset: mr.TO()}}
-		hdr.Chunks.Reads = append(wire.ReadList{pzrc}, hdr.Chunks.Reads...)
-		hdr.Proc = wire.RDMA_NOMSG
-		pieces = nil
-		c.stats.LongCalls.Add(1)
-		c.stats.ReadChunkBytes.Add(uint64(len(long)))
-		if hdr.EncodedLen() > neg.sendLimit {
-			return nil, nil, fmt.Errorf("%w: call 0x%x needs a %d-byte transport header, inline limit %d", ErrCallTooLarge, oc.xid, hdr.EncodedLen(), neg.sendLimit)
-		}
-	} else {
-		c.stats.Inline.Add(1)
-	}
-	lim := c.lim
-	lim.MaxHeaderSize = neg.sendLimit
-	if err := hdr.Validate(wire.DirCall, lim); err != nil {
-		return nil, nil, fmt.Errorf("%w: call 0x%x: %v", ErrCallTooLarge, oc.xid, err)
-	}
-	return hdr, pieces, nil
+	return nil
 }
 
-// segments describes the first n bytes of mr as one segment, or as
-// segments of at most segSize bytes.
-func (r *requester) segments(mr rdma.MR, n int) wire.WriteChunk {
-	size := r.segSize
-	if size <= 0 || size >= n {
-		return wire.WriteChunk{{Handle: uint32(mr.STag()), Length: uint32(n), Offset: mr.TO()}}
-	}
-	segs := make(wire.WriteChunk, 0, (n+size-1)/size)
-	for off := 0; off < n; off += size {
-		segs = append(segs, wire.Segment{Handle: uint32(mr.STag()), Length: uint32(min(size, n-off)), Offset: mr.TO() + uint64(off)})
-	}
-	return segs
+// locate completes a planned segment, whose offset is relative to the
+// memory it describes, with the handle and tagged offset of mr, that
+// memory's registration.
+func locate(seg *wire.Segment, mr rdma.MR) {
+	seg.Handle = uint32(mr.STag())
+	seg.Offset += mr.TO()
 }
 
 // register registers b on the connection and counts it as registered
@@ -450,6 +436,9 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 	if oc.cancelled {
 		c.stats.Dropped.Add(1)
 		return
+	}
+	if re, ok := err.(*RemoteError); ok && re.Code == wire.ErrChunk {
+		re.offered = offeredHint(c.negV[oc.vers].replyLimit, len(oc.replyBuf), oc.writeBufs)
 	}
 	c.stats.RepliesReceived.Add(1)
 	if err == nil {

@@ -66,6 +66,9 @@ type inCall struct {
 	inv    rdma.STag   // the one STag the call named, for Send With Invalidate; 0 if none or several
 	next   *inCall     // a later call with the same xid
 	hdr    wire.Header // the reply's transport header, built by sendReply
+
+	piecesBuf  [4][]byte // backing for the reply plan's pieces
+	resultsBuf [2]int    // backing for the reply plan's results
 }
 
 // inMsg is a received call from its arrival until the rpc.Server releases
@@ -569,6 +572,15 @@ func (c *Conn) startPull(chunks []wire.ReadChunk, pooled bool, done func(bufs []
 	}
 }
 
+// flatten returns the n bytes of pieces in one buffer.
+func flatten(pieces [][]byte, n int) []byte {
+	flat := make([]byte, 0, n)
+	for _, p := range pieces {
+		flat = append(flat, p...)
+	}
+	return flat
+}
+
 // maxChunk bounds the memory one read chunk can make the responder
 // allocate.
 const maxChunk = 64 << 20
@@ -591,85 +603,65 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	}
 	neg := &c.negV[ic.vers]
 
-	// The header lives in ic, which stays until the call's Msg is
+	// Plan. The header lives in ic, which stays until the call's Msg is
 	// released, after this returns.
 	h := &ic.hdr
-	*h = wire.Header{XID: xid, Vers: ic.vers, Credits: r.grant, Proc: wire.RDMA_MSG}
+	*h = wire.Header{XID: xid, Vers: ic.vers, Credits: r.grant}
+	shape := replyShape{
+		writes:    ic.writes,
+		reply:     ic.reply,
+		sendLimit: neg.sendLimit,
+		readReply: c.cfg.ReadChunkReplies && ic.vers == wire.Version1,
+	}
+	p := replyPlan{pieces: ic.piecesBuf[:0], results: ic.resultsBuf[:0]}
+	if err := planReply(h, m, &shape, &p); err != nil {
+		var pe *planError
+		if errors.As(err, &pe) {
+			// The requester sees only ERR_CHUNK: say here what it
+			// would have had to offer.
+			c.log.Warn("rpcrdma: reply does not fit the chunks the call offered; answering ERR_CHUNK", "xid", xid, "why", pe.why)
+			r.sendError(xid, ic.vers, wire.ErrChunk)
+		}
+		return err
+	}
+
+	// Register: each result and a reply sent through a chunk, with the
+	// RDMA Writes that move them.
 	var mrs []rdma.MR
 	defer func() { c.releaseAll(mrs) }()
 	var writes []*rdma.WorkRequest
-
-	// Results into write chunks, in order; the rest inline.
-	h.Chunks.Writes = make(wire.WriteList, len(ic.writes))
-	for i, wc := range ic.writes {
-		h.Chunks.Writes[i] = append(wire.WriteChunk(nil), wc...)
-		for j := range h.Chunks.Writes[i] {
-			h.Chunks.Writes[i][j].Length = 0
-		}
-	}
-	pieces := make([][]byte, 0, 2*len(m.Items)+1)
-	prev, next := 0, 0
-	for _, it := range m.Items {
-		if it.Offset < prev || it.Offset > len(m.XDR) {
-			return fmt.Errorf("rpcrdma: reply 0x%x: result item at offset %d out of order", xid, it.Offset)
-		}
-		pieces = append(pieces, m.XDR[prev:it.Offset])
-		prev = it.Offset
-		if next >= len(ic.writes) || len(it.Data) == 0 {
-			pieces = append(pieces, it.Data, zeroPad[:xdr.Pad(len(it.Data))])
-			continue
-		}
-		wc := ic.writes[next]
-		if uint64(len(it.Data)) > wc.Length() {
-			r.sendError(xid, ic.vers, wire.ErrChunk)
-			return fmt.Errorf("rpcrdma: reply 0x%x: result of %d bytes exceeds write chunk %d of %d bytes", xid, len(it.Data), next, wc.Length())
-		}
-		mr, err := c.register(it.Data, 0)
+	maxMsg := c.rc.Limits().MaxMessageSize
+	for next, i := range p.results {
+		data := m.Items[i].Data
+		mr, err := c.register(data, 0)
 		if err != nil {
 			return fmt.Errorf("rpcrdma: registering result of reply 0x%x: %w", xid, err)
 		}
 		mrs = append(mrs, mr)
-		writes = appendWrites(writes, mr, 0, len(it.Data), wc, h.Chunks.Writes[next], c.rc.Limits().MaxMessageSize)
-		next++
+		writes = appendWrites(writes, mr, len(data), ic.writes[next], maxMsg)
 		c.stats.WriteChunks.Add(1)
-		c.stats.WriteChunkBytes.Add(uint64(len(it.Data)))
+		c.stats.WriteChunkBytes.Add(uint64(len(data)))
 	}
-	pieces = append(pieces, m.XDR[prev:])
-	inlineLen := 0
-	for _, p := range pieces {
-		inlineLen += len(p)
-	}
-
-	if h.EncodedLen()+inlineLen > neg.sendLimit {
-		if !ic.reply.Present || ic.reply.Chunk.Length() < uint64(inlineLen) {
-			if c.cfg.ReadChunkReplies && ic.vers == wire.Version1 {
-				return r.sendReadReply(ctx, h, pieces, inlineLen, writes, mrs)
-			}
-			r.sendError(xid, ic.vers, wire.ErrChunk)
-			return fmt.Errorf("rpcrdma: reply 0x%x of %d bytes fits neither inline (%d) nor the reply chunk (%d bytes)", xid, inlineLen, neg.sendLimit, ic.reply.Chunk.Length())
-		}
-		flat := make([]byte, 0, inlineLen)
-		for _, p := range pieces {
-			flat = append(flat, p...)
-		}
+	pieces := p.pieces
+	switch p.kind {
+	case replyInline:
+		c.stats.Inline.Add(1)
+	case replyChunk:
+		flat := flatten(p.pieces, p.inlineLen)
 		mr, err := c.register(flat, 0)
 		if err != nil {
 			return fmt.Errorf("rpcrdma: registering reply 0x%x: %w", xid, err)
 		}
 		mrs = append(mrs, mr)
-		h.Chunks.Reply = wire.ReplyChunk{Present: true, Chunk: append(wire.WriteChunk(nil), ic.reply.Chunk...)}
-		for j := range h.Chunks.Reply.Chunk {
-			h.Chunks.Reply.Chunk[j].Length = 0
-		}
-		writes = appendWrites(writes, mr, 0, len(flat), ic.reply.Chunk, h.Chunks.Reply.Chunk, c.rc.Limits().MaxMessageSize)
-		h.Proc = wire.RDMA_NOMSG
+		writes = appendWrites(writes, mr, len(flat), ic.reply.Chunk, maxMsg)
 		pieces = nil
 		c.stats.ReplyChunks.Add(1)
 		c.stats.ReplyChunkBytes.Add(uint64(len(flat)))
-	} else {
-		c.stats.Inline.Add(1)
+	case replyReadChunk:
+		return r.sendReadReply(ctx, h, flatten(p.pieces, p.inlineLen), writes)
 	}
 
+	// Post.
 	for _, wr := range writes {
 		if err := c.post(ctx, wr, func(rdma.Completion) {}); err != nil {
 			return err
@@ -690,15 +682,16 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	return err
 }
 
-// appendWrites appends the RDMA Writes that move length bytes at off of mr
-// into the segments of chunk, recording in filled (a copy of chunk) how
-// many bytes each segment received. Each Write carries at most maxMsg
-// bytes. The caller has checked that chunk is long enough.
-func appendWrites(wrs []*rdma.WorkRequest, mr rdma.MR, off, length int, chunk, filled wire.WriteChunk, maxMsg int) []*rdma.WorkRequest {
+// appendWrites appends the RDMA Writes that move the first length bytes of
+// mr into the segments of chunk, in order, as planReply's fill reports
+// them. Each Write carries at most maxMsg bytes. The caller has checked
+// that chunk is long enough.
+func appendWrites(wrs []*rdma.WorkRequest, mr rdma.MR, length int, chunk wire.WriteChunk, maxMsg int) []*rdma.WorkRequest {
 	if maxMsg <= 0 {
 		maxMsg = 1 << 20
 	}
-	for j, seg := range chunk {
+	off := 0
+	for _, seg := range chunk {
 		if length == 0 {
 			break
 		}
@@ -714,7 +707,6 @@ func appendWrites(wrs []*rdma.WorkRequest, mr rdma.MR, off, length int, chunk, f
 			off += k
 			done += k
 		}
-		filled[j].Length = uint32(n)
 		length -= n
 	}
 	return wrs
@@ -725,22 +717,16 @@ func appendWrites(wrs []*rdma.WorkRequest, mr rdma.MR, off, length int, chunk, f
 // whole reply in a position-zero read chunk of an RDMA_NOMSG message, for
 // the requester to pull with RDMA Reads and acknowledge with RDMA_DONE.
 // The reply stays registered until then, or for Config.DoneTimeout. RFC
-// 8166 removed this; Config.ReadChunkReplies opts in. writes are the
-// RDMA Writes of results already chosen, and mrs their registrations,
-// which the caller releases.
-func (r *responder) sendReadReply(ctx context.Context, h *wire.Header, pieces [][]byte, n int, writes []*rdma.WorkRequest, mrs []rdma.MR) error {
+// 8166 removed this; Config.ReadChunkReplies opts in. h is planReply's,
+// flat the reduced reply, writes the RDMA Writes of results, whose
+// registrations the caller releases.
+func (r *responder) sendReadReply(ctx context.Context, h *wire.Header, flat []byte, writes []*rdma.WorkRequest) error {
 	c := r.c
-	flat := make([]byte, 0, n)
-	for _, p := range pieces {
-		flat = append(flat, p...)
-	}
 	mr, err := c.register(flat, rdma.AccessRemoteRead)
 	if err != nil {
 		return fmt.Errorf("rpcrdma: registering read-chunk reply 0x%x: %w", h.XID, err)
 	}
-	h.Proc = wire.RDMA_NOMSG
-	h.Chunks.Reply = wire.ReplyChunk{}
-	h.Chunks.Reads = wire.ReadList{{Segment: wire.Segment{Handle: uint32(mr.STag()), Length: uint32(len(flat)), Offset: mr.TO()}}}
+	locate(&h.Chunks.Reads[0].Segment, mr)
 	rr := &readReply{mr: mr}
 	r.mu.Lock()
 	if old := r.done[h.XID]; old != nil {

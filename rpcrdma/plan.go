@@ -1,0 +1,261 @@
+package rpcrdma
+
+import (
+	"fmt"
+
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
+)
+
+// Chunk plans: how a call or a reply travels, decided from plain data
+// before any memory is registered, as Linux's xprtrdma decides a call's
+// read and write chunk types (rpcrdma_marshal_req) before it encodes and
+// registers them, and svcrdma a reply's. A plan is a transport header whose
+// segments carry lengths, positions and offsets relative to the memory
+// they will describe but no handles, and the inline payload as pieces.
+// Registration (requester.register, responder.sendReply) then fills in
+// each segment's handle and adds the registered region's tagged offset;
+// encoding sizes do not depend on those values, so every size check is
+// done here, on the header itself (wire.Header.EncodedLen), never by hand.
+
+var zeroPad [4]byte
+
+// callShape is what the requester's chunk plan depends on besides the
+// call: the negotiated limits and how chunks are cut.
+type callShape struct {
+	threshold  int  // DDP-eligible items of at least this many bytes go in read chunks
+	sendLimit  int  // largest message the responder receives inline
+	replyLimit int  // largest message this requester receives inline
+	segSize    int  // cut read and write chunks into segments of at most this many bytes; 0: one segment
+	padChunks  bool // include the XDR pad in read chunks, as RFC 5666 requesters did
+	lim        wire.Limits
+}
+
+// callPlan is how one call travels. hdr, given to planCall, holds the
+// chunk lists.
+type callPlan struct {
+	pieces    [][]byte // the reduced call, inline or (long) in the position-zero chunk
+	inlineLen int      // bytes in pieces
+	chunked   []int    // indexes of the call's Items that travel in read chunks
+	long      bool     // RDMA_NOMSG: the reduced call goes in a position-zero read chunk
+	replyLen  int      // bytes of the reply chunk offered; 0 for none
+}
+
+// planCall decides how the call m travels in version v: which items go in
+// read chunks, whether each ResultBuf becomes a write chunk (all do),
+// whether a reply chunk is offered and how large, and whether the call is
+// long. It fills h, whose XID, Vers and Credits the caller has set, with
+// the header's Proc and chunk lists (segment handles zero, offsets
+// relative to each chunk's memory) and p with the rest; p.pieces and
+// p.chunked reuse the backing arrays they are given. It fails, with
+// ErrCallTooLarge or a description of a malformed m, without side effects.
+func planCall(h *wire.Header, m *rpc.Msg, s *callShape, p *callPlan) error {
+	h.Proc = wire.RDMA_MSG
+	h.Chunks = wire.ChunkLists{}
+	p.pieces, p.chunked = p.pieces[:0], p.chunked[:0]
+	p.inlineLen, p.long, p.replyLen = 0, false, 0
+
+	// Reduce: inline the small items; the others go in read chunks at
+	// their positions in the un-reduced XDR stream, with their length
+	// word left inline (RFC 8166 section 3.4.5).
+	prev, shift := 0, 0
+	for i, it := range m.Items {
+		if it.Offset < prev || it.Offset > len(m.XDR) {
+			return fmt.Errorf("rpcrdma: call 0x%x: DDP item at offset %d out of order", h.XID, it.Offset)
+		}
+		p.pieces = append(p.pieces, m.XDR[prev:it.Offset])
+		p.inlineLen += it.Offset - prev
+		prev = it.Offset
+		padded := xdr.RoundUp(len(it.Data))
+		if len(it.Data) < s.threshold {
+			p.pieces = append(p.pieces, it.Data, zeroPad[:xdr.Pad(len(it.Data))])
+			p.inlineLen += padded
+			shift += padded
+			continue
+		}
+		n := len(it.Data)
+		if s.padChunks {
+			n = padded
+		}
+		for _, seg := range segments(n, s.segSize) {
+			h.Chunks.Reads = append(h.Chunks.Reads, wire.ReadSegment{Position: uint32(it.Offset + shift), Segment: seg})
+		}
+		p.chunked = append(p.chunked, i)
+		shift += padded
+	}
+	p.pieces = append(p.pieces, m.XDR[prev:])
+	p.inlineLen += len(m.XDR) - prev
+
+	for _, buf := range m.ResultBufs {
+		h.Chunks.Writes = append(h.Chunks.Writes, segments(len(buf), s.segSize))
+	}
+
+	// A reply chunk when a reply of MaxReply bytes would not fit inline
+	// behind the reply's transport header, which repeats the write list.
+	if m.MaxReply > 0 && replyHeaderLen(h.Vers, h.Chunks.Writes)+m.MaxReply > s.replyLimit {
+		p.replyLen = xdr.RoundUp(m.MaxReply)
+		h.Chunks.Reply = wire.ReplyChunk{Present: true, Chunk: wire.WriteChunk{{Length: uint32(p.replyLen)}}}
+	}
+
+	if h.EncodedLen()+p.inlineLen > s.sendLimit {
+		// Long call: the reduced message goes in a position-zero read
+		// chunk ahead of the data chunks (RFC 5666 section 5.1).
+		pzrc := wire.ReadSegment{Segment: wire.Segment{Length: uint32(p.inlineLen)}}
+		h.Chunks.Reads = append(wire.ReadList{pzrc}, h.Chunks.Reads...)
+		h.Proc = wire.RDMA_NOMSG
+		p.long = true
+		if n := h.EncodedLen(); n > s.sendLimit {
+			return fmt.Errorf("%w: call 0x%x needs a %d-byte transport header, inline limit %d", ErrCallTooLarge, h.XID, n, s.sendLimit)
+		}
+	}
+	lim := s.lim
+	lim.MaxHeaderSize = s.sendLimit
+	if err := h.Validate(wire.DirCall, lim); err != nil {
+		return fmt.Errorf("%w: call 0x%x: %v", ErrCallTooLarge, h.XID, err)
+	}
+	return nil
+}
+
+// replyHeaderLen returns the size of the transport header of an inline
+// reply that returns the write list writes.
+func replyHeaderLen(v wire.Version, writes wire.WriteList) int {
+	h := wire.Header{Vers: v, Proc: wire.RDMA_MSG, Chunks: wire.ChunkLists{Writes: writes}}
+	return h.EncodedLen()
+}
+
+// segments describes n bytes of memory as one segment, or as segments of
+// at most size bytes; offsets are relative to the memory's start and
+// handles zero.
+func segments(n, size int) wire.WriteChunk {
+	if size <= 0 || size >= n {
+		return wire.WriteChunk{{Length: uint32(n)}}
+	}
+	segs := make(wire.WriteChunk, 0, segmentCount(n, size))
+	for off := 0; off < n; off += size {
+		segs = append(segs, wire.Segment{Length: uint32(min(size, n-off)), Offset: uint64(off)})
+	}
+	return segs
+}
+
+// segmentCount returns how many segments segments(n, size) returns.
+func segmentCount(n, size int) int {
+	if size <= 0 || size >= n {
+		return 1
+	}
+	return (n + size - 1) / size
+}
+
+// replyKind is how a reply travels.
+type replyKind uint8
+
+const (
+	replyInline    replyKind = iota // RDMA_MSG, the reply after the header
+	replyChunk                      // RDMA_NOMSG, the reply written into the reply chunk
+	replyReadChunk                  // RDMA_NOMSG, the reply in a position-zero read chunk (RFC 5666 only)
+)
+
+// replyShape is what the responder's reply plan depends on besides the
+// reply: what the call offered and the negotiated limits.
+type replyShape struct {
+	writes    wire.WriteList  // the call's write list
+	reply     wire.ReplyChunk // the call's reply chunk
+	sendLimit int             // largest message the requester receives inline
+	readReply bool            // Config.ReadChunkReplies, in Version One
+}
+
+// replyPlan is how one reply travels.
+type replyPlan struct {
+	kind      replyKind
+	pieces    [][]byte // the reduced reply: inline, or for a chunk
+	inlineLen int      // bytes in pieces
+	results   []int    // indexes of the reply's Items written into write chunks 0, 1, ...
+}
+
+// planError is a reply the call's chunks cannot carry; the responder
+// answers the call with ERR_CHUNK.
+type planError struct {
+	xid uint32
+	why string
+}
+
+func (e *planError) Error() string {
+	return fmt.Sprintf("rpcrdma: reply 0x%x: %s", e.xid, e.why)
+}
+
+// planReply decides how the reply m travels: each of its held-apart
+// results goes into the next write chunk the call offered, while there
+// is one (an empty result stays inline); the rest is sent inline if it
+// fits, else written into the reply chunk if the call offered one large
+// enough, else, with readReply, offered as a read chunk. It fills h, whose
+// XID, Vers and Credits the caller has set, with the Proc and the chunk
+// lists returned: the write list with the lengths written, the reply
+// chunk with the length written (segment handles and offsets as the call
+// sent them). A reply that fits none of these fails with a *planError
+// that gives the sizes.
+func planReply(h *wire.Header, m *rpc.Msg, s *replyShape, p *replyPlan) error {
+	h.Proc = wire.RDMA_MSG
+	h.Chunks = wire.ChunkLists{}
+	p.kind, p.inlineLen = replyInline, 0
+	p.pieces, p.results = p.pieces[:0], p.results[:0]
+
+	if len(s.writes) > 0 {
+		h.Chunks.Writes = make(wire.WriteList, len(s.writes))
+		for i, wc := range s.writes {
+			h.Chunks.Writes[i] = fill(wc, 0)
+		}
+	}
+	prev := 0
+	for i, it := range m.Items {
+		if it.Offset < prev || it.Offset > len(m.XDR) {
+			return fmt.Errorf("rpcrdma: reply 0x%x: result item at offset %d out of order", h.XID, it.Offset)
+		}
+		p.pieces = append(p.pieces, m.XDR[prev:it.Offset])
+		p.inlineLen += it.Offset - prev
+		prev = it.Offset
+		next := len(p.results)
+		if next >= len(s.writes) || len(it.Data) == 0 {
+			p.pieces = append(p.pieces, it.Data, zeroPad[:xdr.Pad(len(it.Data))])
+			p.inlineLen += xdr.RoundUp(len(it.Data))
+			continue
+		}
+		if n := s.writes[next].Length(); uint64(len(it.Data)) > n {
+			return &planError{xid: h.XID, why: fmt.Sprintf("result of %d bytes exceeds write chunk %d of %d bytes", len(it.Data), next, n)}
+		}
+		h.Chunks.Writes[next] = fill(s.writes[next], len(it.Data))
+		p.results = append(p.results, i)
+	}
+	p.pieces = append(p.pieces, m.XDR[prev:])
+	p.inlineLen += len(m.XDR) - prev
+
+	if h.EncodedLen()+p.inlineLen <= s.sendLimit {
+		return nil
+	}
+	if s.reply.Present && s.reply.Chunk.Length() >= uint64(p.inlineLen) {
+		h.Proc = wire.RDMA_NOMSG
+		h.Chunks.Reply = wire.ReplyChunk{Present: true, Chunk: fill(s.reply.Chunk, p.inlineLen)}
+		p.kind = replyChunk
+		return nil
+	}
+	if s.readReply {
+		h.Proc = wire.RDMA_NOMSG
+		h.Chunks.Reads = wire.ReadList{{Segment: wire.Segment{Length: uint32(p.inlineLen)}}}
+		p.kind = replyReadChunk
+		return nil
+	}
+	return &planError{xid: h.XID, why: fmt.Sprintf("%d bytes fit neither inline (%d bytes with a %d-byte header) nor the reply chunk the call offered (%d bytes)",
+		p.inlineLen, s.sendLimit, h.EncodedLen(), s.reply.Chunk.Length())}
+}
+
+// fill returns a copy of chunk whose segments report n bytes written, in
+// order, as a reply returns them. The caller has checked that chunk holds
+// n bytes.
+func fill(chunk wire.WriteChunk, n int) wire.WriteChunk {
+	out := append(wire.WriteChunk(nil), chunk...)
+	for j := range out {
+		k := min(n, int(out[j].Length))
+		out[j].Length = uint32(k)
+		n -= k
+	}
+	return out
+}
