@@ -1,6 +1,7 @@
 package rpcrdma
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -129,6 +130,30 @@ type Config struct {
 	// (depths, IRD/ORD). PrivateData and Prepare are set by this package
 	// and ignored here.
 	RDMA rdma.ConnConfig
+}
+
+// validate returns an error naming the first field of c outside its
+// documented range; Dial and Listen refuse such a Config rather than
+// replace the value.
+func (c *Config) validate() error {
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"InlineSend", c.InlineSend}, {"InlineRecv", c.InlineRecv}} {
+		if f.n != 0 && (f.n < wire.MinInlineSize || f.n > wire.MaxInlineSize) {
+			return fmt.Errorf("rpcrdma: Config.%s is %d bytes; want 0 (for %d) or %d to %d (what RFC 8797 private data can express)",
+				f.name, f.n, DefaultInlineSize, wire.MinInlineSize, wire.MaxInlineSize)
+		}
+	}
+	for _, v := range c.Versions {
+		if v != wire.Version1 && v != wire.Version2 {
+			return fmt.Errorf("rpcrdma: Config.Versions holds version %d; this package speaks versions 1 and 2", uint32(v))
+		}
+	}
+	if c.DoneTimeout < 0 {
+		return fmt.Errorf("rpcrdma: Config.DoneTimeout is %v; want 0 (for %v) or more", c.DoneTimeout, DefaultDoneTimeout)
+	}
+	return nil
 }
 
 func (c *Config) inlineSend() int { return clampInline(c.InlineSend) }

@@ -13,11 +13,15 @@ import (
 
 // Dial connects to an RPC-over-RDMA responder at addr over provider p and
 // returns a requester Conn, ready for rpc.NewClient. It sends this side's
-// RFC 8797 private data (RFC 8797) and settles the inline sizes from the
-// responder's. cfg may be nil for every default.
+// RFC 8797 private data and settles the inline sizes from the
+// responder's. cfg may be nil for every default; a field outside its
+// documented range fails Dial with an error that names it.
 func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn, error) {
 	if cfg == nil {
 		cfg = &Config{}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	c := newConn(*cfg, false)
 	c.req = newRequester(c)
@@ -217,10 +221,14 @@ type Listener struct {
 
 // Listen listens for RPC-over-RDMA requesters at addr over provider p. cfg
 // may be nil for every default: Versions One and Two served, inline sizes
-// DefaultInlineSize, DefaultCredits granted.
+// DefaultInlineSize, DefaultCredits granted. A field outside its documented
+// range fails Listen with an error that names it.
 func Listen(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Listener, error) {
 	if cfg == nil {
 		cfg = &Config{}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	l, err := p.Listen(ctx, addr)
 	if err != nil {

@@ -33,6 +33,9 @@ func DialClient(ctx context.Context, p rdma.Provider, addr string, cfg *Config, 
 	if cfg != nil {
 		own = *cfg
 	}
+	if err := own.validate(); err != nil {
+		return nil, err
+	}
 	r.Dial = func(ctx context.Context) (rpc.Transport, error) {
 		c, err := Dial(ctx, p, addr, &own)
 		if err != nil {
