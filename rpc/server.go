@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"runtime/debug"
@@ -217,8 +218,8 @@ type Server struct {
 	mu        sync.Mutex
 	closing   bool
 	conns     map[*serverConn]struct{}
-	listeners map[net.Listener]struct{}
-	idle      chan struct{} // closed when closing and nothing is served any more
+	listeners map[io.Closer]struct{} // net.Listeners and Acceptors being served
+	idle      chan struct{}          // closed when closing and nothing is served any more
 
 	work  sync.Pool   // *callWork
 	cache *replyCache // nil unless ServerOptions.ReplyCache
@@ -239,7 +240,7 @@ func NewServer(o *ServerOptions) *Server {
 		handlers:    make(map[progVers]map[uint32]Handler),
 		ranges:      make(map[uint32][2]uint32),
 		conns:       make(map[*serverConn]struct{}),
-		listeners:   make(map[net.Listener]struct{}),
+		listeners:   make(map[io.Closer]struct{}),
 		idle:        make(chan struct{}),
 	}
 	if s.auth == nil {
@@ -590,38 +591,7 @@ func (s *Server) checkIdle() {
 // the Accept error otherwise, leaving l open; connections already accepted
 // go on being served.
 func (s *Server) ServeListener(l net.Listener) error {
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return ErrServerClosed
-	}
-	s.listeners[l] = struct{}{}
-	s.mu.Unlock()
-
-	var err error
-	for {
-		c, aerr := l.Accept()
-		if aerr != nil {
-			err = aerr
-			break
-		}
-		sc := s.addConn(NewStreamTransport(c, s.stream))
-		if sc == nil {
-			c.Close()
-			continue // l is being closed
-		}
-		go s.serveConn(sc)
-	}
-
-	s.mu.Lock()
-	delete(s.listeners, l)
-	closing := s.closing
-	s.checkIdle()
-	s.mu.Unlock()
-	if closing {
-		return ErrServerClosed
-	}
-	return err
+	return s.ServeAcceptor(streamAcceptor{l, s.stream})
 }
 
 // Shutdown shuts the server down gracefully: it closes the listeners, lets

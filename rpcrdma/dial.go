@@ -298,26 +298,34 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest) (*Conn, err
 	return c, nil
 }
 
-// Serve accepts connections on l and serves srv on each, until l is
-// closed or ctx ends. It returns after that and after every connection it
-// accepted has ended: end them gracefully with srv.Shutdown (in-flight
-// calls complete first) or at once with srv.Close.
+// Serve accepts connections on l and serves srv on each, as
+// srv.ServeListener does for TCP, until l fails, ctx ends or srv shuts
+// down. It returns rpc.ErrServerClosed after srv.Shutdown or srv.Close
+// (which close l), ctx's error if ctx ended first, and Accept's error
+// otherwise (net.ErrClosed when l was closed), leaving l open.
+// Connections already accepted go on being served: srv.Shutdown ends them
+// gracefully (in-flight calls complete first) and waits for them,
+// srv.Close ends them at once.
 func Serve(ctx context.Context, l *Listener, srv *rpc.Server) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			srv.Serve(c)
-			c.Close()
-		}()
+	err := srv.ServeAcceptor(acceptor{ctx, l})
+	if ctx.Err() != nil && !errors.Is(err, rpc.ErrServerClosed) {
+		return ctx.Err()
 	}
+	return err
 }
+
+// acceptor is a Listener as the rpc.Server accepts transports from it.
+type acceptor struct {
+	ctx context.Context
+	l   *Listener
+}
+
+func (a acceptor) Accept() (rpc.Transport, error) {
+	c, err := a.l.Accept(a.ctx)
+	if err != nil {
+		return nil, err // not a nil *Conn in an interface
+	}
+	return c, nil
+}
+
+func (a acceptor) Close() error { return a.l.Close() }

@@ -54,10 +54,11 @@ func ExampleServe() {
 
 	cli.Close()
 	conn.Close()
-	l.Close()
-	srv.Shutdown(ctx)
-	<-served
-	// Output: server received 262144 bytes; read chunks: 1
+	srv.Shutdown(ctx) // closes l and waits for the connections it served
+	fmt.Println(<-served)
+	// Output:
+	// server received 262144 bytes; read chunks: 1
+	// rpc: server closed
 }
 
 // Call the client back over the connection it opened (RFC 8167), as an
@@ -155,7 +156,7 @@ func ExampleDialClient() {
 		srv.Handle(prog, vers, 0, func(context.Context, *rpc.Call) (rpc.Body, error) { return rpc.Body{}, nil })
 		served := make(chan error, 1)
 		go func() { served <- rpcrdma.Serve(ctx, l, srv) }()
-		stop = func() { l.Close(); srv.Close(); <-served }
+		stop = func() { srv.Close(); <-served }
 		return l.Addr().String()
 	}
 

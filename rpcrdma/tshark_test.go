@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -127,10 +128,11 @@ func TestTsharkLive(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- Serve(ctx, l, srv) }()
 	defer func() {
-		l.Close()
-		srv.Close()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; !errors.Is(err, rpc.ErrServerClosed) {
+			t.Errorf("Serve returned %v after Shutdown, want rpc.ErrServerClosed", err)
 		}
 	}()
 

@@ -366,7 +366,7 @@ func startRDMAServer(tf transportFlags) (string, func(), error) {
 	}
 	done := make(chan struct{})
 	go func() { rpcrdma.Serve(context.Background(), l, srv); close(done) }()
-	return l.Addr().String(), func() { l.Close(); srv.Close(); <-done }, nil
+	return l.Addr().String(), func() { srv.Close(); <-done }, nil
 }
 
 const mib = 1 << 20
