@@ -204,7 +204,7 @@ func (b *Backchannel) sendCall(ctx context.Context, m *rpc.Msg) error {
 		b.window.release()
 		return err
 	}
-	c.stats.BackwardCalls.Add(1)
+	c.stats.add(statBackwardCalls, 1)
 	return nil
 }
 
@@ -225,7 +225,7 @@ func (b *Backchannel) sendReply(ctx context.Context, m *rpc.Msg) error {
 	if err := b.send(ctx, h, m, "reply"); err != nil {
 		return err
 	}
-	b.c.stats.BackwardReplies.Add(1)
+	b.c.stats.add(statBackwardReplies, 1)
 	return nil
 }
 
@@ -288,20 +288,18 @@ func (b *Backchannel) onCall(in *inbound) {
 	h := &in.hdr
 	select {
 	case <-b.closed:
-		c.stats.Dropped.Add(1)
+		c.drop(DropBackwardOff, h.XID, "why", "backward direction closed")
 		return
 	default:
 	}
 	if !isBackward(h) || !c.supports(h.Vers) {
-		c.log.Debug("rpcrdma: dropping a backward call not in RFC 8167 form", "xid", h.XID, "proc", h.Proc, "vers", h.Vers)
-		c.stats.Dropped.Add(1)
+		c.drop(DropBackwardMalformed, h.XID, "proc", h.Proc, "vers", h.Vers)
 		return
 	}
 	b.mu.Lock()
 	if b.npending >= int(b.credits) {
 		b.mu.Unlock()
-		c.log.Debug("rpcrdma: dropping a backward call beyond the backward credits", "xid", h.XID, "credits", b.credits)
-		c.stats.Dropped.Add(1)
+		c.drop(DropBackwardOverrun, h.XID, "credits", b.credits)
 		return
 	}
 	bc := &bcCall{b: b, xid: h.XID, vers: h.Vers}
@@ -309,7 +307,7 @@ func (b *Backchannel) onCall(in *inbound) {
 	b.calls[h.XID] = append(b.calls[h.XID], bc)
 	b.npending++
 	b.mu.Unlock()
-	c.stats.BackwardCalls.Add(1)
+	c.stats.add(statBackwardCalls, 1)
 	select {
 	case b.incoming <- bcIn{m: &bc.msg}:
 	default:
@@ -317,7 +315,7 @@ func (b *Backchannel) onCall(in *inbound) {
 		// unless a reply was sent for a call Recv had not returned yet.
 		// The loop must not block: drop the call.
 		bc.release()
-		c.stats.Dropped.Add(1)
+		c.drop(DropBackwardOverrun, h.XID, "why", "receive queue full")
 	}
 }
 
@@ -342,14 +340,13 @@ func (b *Backchannel) onReply(in *inbound) {
 	ok := isBackward(h) && b.forgetLocked(h.XID, h.Vers)
 	b.mu.Unlock()
 	if !ok {
-		c.log.Debug("rpcrdma: dropping a backward reply to no backward call", "xid", h.XID, "proc", h.Proc)
-		c.stats.Dropped.Add(1)
+		c.drop(DropBackwardUnmatched, h.XID, "proc", h.Proc)
 		return
 	}
 	if g, err := b.window.update(h.Credits); err != nil {
 		c.log.Warn("rpcrdma: peer granted zero backward credits; using one", "xid", h.XID, "granted", g)
 	}
-	c.stats.BackwardReplies.Add(1)
+	c.stats.add(statBackwardReplies, 1)
 	bi := bcIn{m: &rpc.Msg{Body: rpc.Body{XDR: clone(in.payload)}}, credit: true}
 	if len(in.payload) < 4 || binary.BigEndian.Uint32(in.payload) != h.XID {
 		// The requester answered the call, but not with an RPC reply
@@ -363,7 +360,7 @@ func (b *Backchannel) onReply(in *inbound) {
 		// are never more credits than incoming has room for. The loop
 		// must not block whatever happens.
 		b.window.release()
-		c.stats.Dropped.Add(1)
+		c.drop(DropBackwardUnmatched, h.XID, "why", "receive queue full")
 	}
 }
 

@@ -91,7 +91,13 @@ func testBackchannel(t *testing.T, np pairFunc) {
 	if err := bp.backCli.Null(ctx, testProg, testVers); err != nil {
 		t.Errorf("backward NULL: %v", err)
 	}
-	cs, ss := bp.conn.Stats(), bp.resp.Stats()
+	// The requester counts a backward reply once its Send is posted,
+	// which may be after the responder has the reply.
+	cs := bp.conn.Stats()
+	for deadline := time.Now().Add(5 * time.Second); cs.BackwardReplies < n+1 && time.Now().Before(deadline); cs = bp.conn.Stats() {
+		time.Sleep(time.Millisecond)
+	}
+	ss := bp.resp.Stats()
 	if cs.BackwardCalls != n+1 || cs.BackwardReplies != n+1 || ss.BackwardCalls != n+1 || ss.BackwardReplies != n+1 {
 		t.Errorf("backward counters: requester %d calls %d replies, responder %d calls %d replies; want %d each",
 			cs.BackwardCalls, cs.BackwardReplies, ss.BackwardCalls, ss.BackwardReplies, n+1)

@@ -117,93 +117,6 @@ type inbound struct {
 	borrowed bool
 }
 
-// counters are a connection's counters, read through Conn.Stats.
-type counters struct {
-	CallsSent       atomic.Uint64
-	RepliesReceived atomic.Uint64
-	CallsReceived   atomic.Uint64
-	RepliesSent     atomic.Uint64
-	Inline          atomic.Uint64    // messages sent whole in a Send
-	ReadChunks      atomic.Uint64    // read chunks sent (requester) or pulled (responder)
-	WriteChunks     atomic.Uint64    // write chunks offered (requester) or filled (responder)
-	ReplyChunks     atomic.Uint64    // replies carried in a reply chunk
-	LongCalls       atomic.Uint64    // calls carried in a position-zero read chunk
-	InlineBytes     atomic.Uint64    // bytes of messages sent in a Send, transport headers included
-	ReadChunkBytes  atomic.Uint64    // bytes offered (requester) or pulled (responder) in read chunks, long calls included
-	WriteChunkBytes atomic.Uint64    // bytes placed in write chunks
-	ReplyChunkBytes atomic.Uint64    // bytes of replies carried in reply chunks
-	ErrorsSent      [4]atomic.Uint64 // RDMA_ERROR messages sent, by code (index 0: unknown codes)
-	ErrorsReceived  [4]atomic.Uint64 // RDMA_ERROR messages received, by code
-	Registered      atomic.Int64     // bytes of memory registered now, buffer rings included
-	Dropped         atomic.Uint64    // messages dropped: unanswerable, unmatched, or RDMA_ERROR to a responder
-	RemoteInvalid   atomic.Uint64    // STags the peer invalidated with Send With Invalidate
-	VersionFallback atomic.Uint64    // calls resent in Version One after ERR_VERS
-	ReadReplies     atomic.Uint64    // RFC 5666 read-chunk replies sent (responder) or pulled (requester)
-	BackwardCalls   atomic.Uint64    // backward-direction calls sent (responder) or received (requester), RFC 8167
-	BackwardReplies atomic.Uint64    // replies to them received (responder) or sent (requester)
-}
-
-func (s *counters) countError(code wire.ErrorCode, sent bool) {
-	i := int(code)
-	if i >= len(s.ErrorsSent) {
-		i = 0
-	}
-	if sent {
-		s.ErrorsSent[i].Add(1)
-	} else {
-		s.ErrorsReceived[i].Add(1)
-	}
-}
-
-// StatsSnapshot is a connection's counters at one moment. ErrorsSent and
-// ErrorsReceived are indexed by error code (ERR_VERS 1, ERR_CHUNK or
-// RDMA_ERR_BAD_HEADER 2, RDMA_ERR_INVAL_OPTION 3; 0 for other codes).
-type StatsSnapshot struct {
-	CallsSent, RepliesReceived, CallsReceived, RepliesSent        uint64
-	Inline, ReadChunks, WriteChunks, ReplyChunks, LongCalls       uint64
-	InlineBytes, ReadChunkBytes, WriteChunkBytes, ReplyChunkBytes uint64
-	ErrorsSent, ErrorsReceived                                    [4]uint64
-	Dropped, RemoteInvalid, VersionFallback, ReadReplies          uint64
-	BackwardCalls, BackwardReplies                                uint64
-	Registered                                                    int64
-	CallsPending                                                  int
-}
-
-// Stats returns the connection's counters.
-func (c *Conn) Stats() StatsSnapshot {
-	s := &c.stats
-	snap := StatsSnapshot{
-		CallsSent: s.CallsSent.Load(), RepliesReceived: s.RepliesReceived.Load(),
-		CallsReceived: s.CallsReceived.Load(), RepliesSent: s.RepliesSent.Load(),
-		Inline: s.Inline.Load(), ReadChunks: s.ReadChunks.Load(), WriteChunks: s.WriteChunks.Load(),
-		ReplyChunks: s.ReplyChunks.Load(), LongCalls: s.LongCalls.Load(),
-		InlineBytes: s.InlineBytes.Load(), ReadChunkBytes: s.ReadChunkBytes.Load(),
-		WriteChunkBytes: s.WriteChunkBytes.Load(), ReplyChunkBytes: s.ReplyChunkBytes.Load(),
-		Dropped: s.Dropped.Load(), RemoteInvalid: s.RemoteInvalid.Load(),
-		ReadReplies: s.ReadReplies.Load(), VersionFallback: s.VersionFallback.Load(),
-		BackwardCalls: s.BackwardCalls.Load(), BackwardReplies: s.BackwardReplies.Load(),
-		Registered: s.Registered.Load(),
-	}
-	for i := range s.ErrorsSent {
-		snap.ErrorsSent[i] = s.ErrorsSent[i].Load()
-		snap.ErrorsReceived[i] = s.ErrorsReceived[i].Load()
-	}
-	if c.req != nil {
-		c.req.mu.Lock()
-		snap.CallsPending = len(c.req.calls)
-		c.req.mu.Unlock()
-	} else if c.resp != nil {
-		c.resp.mu.Lock()
-		for _, ic := range c.resp.pending {
-			for ; ic != nil; ic = ic.next {
-				snap.CallsPending++
-			}
-		}
-		c.resp.mu.Unlock()
-	}
-	return snap
-}
-
 // Info describes what a connection negotiated.
 type Info struct {
 	Version            wire.Version // version in use (requester); highest served (responder)
@@ -449,7 +362,7 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 		return // flushed: the connection is ending
 	}
 	if comp.Invalidated {
-		c.stats.RemoteInvalid.Add(1)
+		c.stats.add(statRemoteInvalid, 1)
 	}
 	msg := c.recvBuf(slot)[:comp.Len]
 	var in inbound
@@ -503,8 +416,7 @@ func (c *Conn) deliver(in inbound) bool {
 	case c.incoming <- in:
 		return true
 	default:
-		c.stats.Dropped.Add(1)
-		c.log.Warn("rpcrdma: receive queue full, message dropped", "xid", in.hdr.XID)
+		c.drop(DropCreditOverrun, in.hdr.XID, "why", "receive queue full")
 		return false
 	}
 }
@@ -526,8 +438,7 @@ func (c *Conn) pushCall(in *inbound) bool {
 	if c.resp.overrun() {
 		// Recv's queue, which is as long as the receives, drops what
 		// overflows it; this path drops what goes beyond it.
-		c.stats.Dropped.Add(1)
-		c.log.Debug("rpcrdma: call beyond the requester's credits dropped", "xid", in.hdr.XID)
+		c.drop(DropCreditOverrun, in.hdr.XID)
 		in.im.free()
 		return true
 	}
@@ -632,7 +543,7 @@ func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, i
 		s.wr.InvalidateSTag = inv
 	}
 	s.wait = wait
-	c.stats.InlineBytes.Add(uint64(len(msg)))
+	c.stats.add(statInlineBytes, uint64(len(msg)))
 	if err := c.post(ctx, &s.wr, s.done); err != nil {
 		c.sendFree <- slot
 		return err

@@ -148,42 +148,45 @@ func hdr(xid uint32, words ...uint32) []byte {
 // nothing at all; after each, the connection still serves a good call.
 func TestResponderRejects(t *testing.T) {
 	const xid = 0x0badc0de
-	call := nullCall(xid, 1)[16:] // the RPC call, after a 16-byte prefix
+	call := nullCall(xid, 1)[28:] // the RPC call, after its 28-byte transport header
 	tests := []struct {
 		name string
 		msg  []byte
 		want wire.ErrorCode // 0: no answer
 		vers wire.Version
+		why  Reason // the drop or rejection counted
 	}{
-		{"too-short-to-answer", hdr(xid, 1), 0, 0},
-		{"unknown-version", hdr(xid, 7, 1, 0, 0, 0, 0), wire.ErrVers, 1},
-		{"unknown-proc", hdr(xid, 1, 1, 9, 0, 0, 0), wire.ErrChunk, 1},
-		{"truncated-chunk-lists", hdr(xid, 1, 1, 0, 0, 0), wire.ErrChunk, 1},
-		{"bad-discriminator", hdr(xid, 1, 1, 0, 2, 0, 0), wire.ErrChunk, 1},
-		{"misaligned-position", append(hdr(xid, 1, 1, 0, 1, 6, 0x100, 16, 0, 0, 0, 0, 0), call...), wire.ErrChunk, 1},
-		{"position-zero-in-rdma-msg", append(hdr(xid, 1, 1, 0, 1, 0, 0x100, 16, 0, 0, 0, 0, 0), call...), wire.ErrChunk, 1},
-		{"nomsg-without-chunk", hdr(xid, 1, 1, 1, 0, 0, 0), wire.ErrChunk, 1},
-		{"empty-write-chunk", append(hdr(xid, 1, 1, 0, 0, 1, 0, 0, 0), call...), wire.ErrChunk, 1},
-		{"write-count-beyond-message", append(hdr(xid, 1, 1, 0, 0, 1, 0x7fffffff), call...), wire.ErrChunk, 1},
-		{"read-chunk-outside-call", append(hdr(xid, 1, 1, 0, 1, 4000, 0x100, 16, 0, 0, 0, 0, 0), call...), wire.ErrChunk, 1},
+		{"too-short-to-answer", hdr(xid, 1), 0, 0, DropUndecodable},
+		{"unknown-version", hdr(xid, 7, 1, 0, 0, 0, 0), wire.ErrVers, 1, RejectVersion},
+		{"unknown-proc", hdr(xid, 1, 1, 9, 0, 0, 0), wire.ErrChunk, 1, RejectUndecodable},
+		{"truncated-chunk-lists", hdr(xid, 1, 1, 0, 0, 0), wire.ErrChunk, 1, RejectUndecodable},
+		{"bad-discriminator", hdr(xid, 1, 1, 0, 2, 0, 0), wire.ErrChunk, 1, RejectUndecodable},
+		{"misaligned-position", append(hdr(xid, 1, 1, 0, 1, 6, 0x100, 16, 0, 0, 0, 0, 0), call...), wire.ErrChunk, 1, RejectInvalidHeader},
+		{"position-zero-in-rdma-msg", append(hdr(xid, 1, 1, 0, 1, 0, 0x100, 16, 0, 0, 0, 0, 0), call...), wire.ErrChunk, 1, RejectInvalidHeader},
+		{"nomsg-without-chunk", hdr(xid, 1, 1, 1, 0, 0, 0), wire.ErrChunk, 1, RejectInvalidHeader},
+		{"empty-write-chunk", append(hdr(xid, 1, 1, 0, 0, 1, 0, 0, 0), call...), wire.ErrChunk, 1, RejectInvalidHeader},
+		{"write-count-beyond-message", append(hdr(xid, 1, 1, 0, 0, 1, 0x7fffffff), call...), wire.ErrChunk, 1, RejectUndecodable},
+		{"read-chunk-outside-call", append(hdr(xid, 1, 1, 0, 1, 4000, 0x100, 16, 0, 0, 0, 0, 0), call...), wire.ErrChunk, 1, RejectChunk},
 		// A chunk that matches its length word, but is more than we take.
-		{"read-chunk-beyond-max", append(hdr(xid, 1, 1, 0, 1, uint32(len(call)+4), 0x100, maxChunk+4, 0, 0, 0, 0, 0), append(slices.Clip(call), hdr(maxChunk+4)...)...), wire.ErrChunk, 1},
-		{"rpc-xid-differs", append(hdr(xid, 1, 1, 0, 0, 0, 0), nullCall(xid+1, 1)[16:]...), wire.ErrChunk, 1},
+		{"read-chunk-beyond-max", append(hdr(xid, 1, 1, 0, 1, uint32(len(call)+4), 0x100, maxChunk+4, 0, 0, 0, 0, 0), append(slices.Clip(call), hdr(maxChunk+4)...)...), wire.ErrChunk, 1, RejectChunk},
+		{"rpc-xid-differs", append(hdr(xid, 1, 1, 0, 0, 0, 0), nullCall(xid+1, 1)[28:]...), wire.ErrChunk, 1, RejectXID},
 		// The same, with a read chunk: refused before any RDMA Read.
-		{"rpc-xid-differs-read-chunk", append(hdr(xid, 1, 1, 0, 1, uint32(len(call)+4), 0x100, 8, 0, 0, 0, 0, 0), append(slices.Clip(nullCall(xid+1, 1)[16:]), hdr(8)...)...), wire.ErrChunk, 1},
-		{"msgp-disabled", hdr(xid, 1, 1, 2, 4, 1024, 0, 0, 0), wire.ErrChunk, 1},
-		{"rdma-done-ignored", hdr(xid, 1, 1, 3), 0, 0},
-		{"rdma-error-never-answered", hdr(xid, 1, 1, 4, 2), 0, 0},
-		{"undecodable-rdma-error", hdr(xid, 1, 1, 4, 1), 0, 0},
-		{"v2-unknown-option", hdr(xid, 2, 1, 5, 77, 0), wire.ErrInvalOption, 2},
-		{"v2-bad-header", hdr(xid, 2, 1, 0, 3, 0, 0), wire.ErrBadHeader, 2},
-		{"v2-reserved-msgp", hdr(xid, 2, 1, 2), wire.ErrBadHeader, 2},
-		{"trailing-bytes-after-nomsg", append(hdr(xid, 1, 1, 1, 1, 0, 0x100, 16, 0, 0, 0, 0, 0), 1, 2, 3, 4), wire.ErrChunk, 1},
-		{"rpc-reply-instead-of-call", append(hdr(xid, 1, 1, 0, 0, 0, 0), hdr(xid, 1, 0, 0, 0, 0)...), 0, 0},
+		{"rpc-xid-differs-read-chunk", append(hdr(xid, 1, 1, 0, 1, uint32(len(call)+4), 0x100, 8, 0, 0, 0, 0, 0), append(slices.Clip(nullCall(xid+1, 1)[28:]), hdr(8)...)...), wire.ErrChunk, 1, RejectXID},
+		{"msgp-disabled", hdr(xid, 1, 1, 2, 4, 1024, 0, 0, 0), wire.ErrChunk, 1, RejectMSGP},
+		{"rdma-done-ignored", hdr(xid, 1, 1, 3), 0, 0, DropStrayDone},
+		{"rdma-error-never-answered", hdr(xid, 1, 1, 4, 2), 0, 0, DropErrorToResponder},
+		{"undecodable-rdma-error", hdr(xid, 1, 1, 4, 1), 0, 0, DropErrorToResponder},
+		{"v2-unknown-option", hdr(xid, 2, 1, 5, 77, 0), wire.ErrInvalOption, 2, RejectOption},
+		{"v2-bad-header", hdr(xid, 2, 1, 0, 3, 0, 0), wire.ErrBadHeader, 2, RejectUndecodable},
+		{"v2-reserved-msgp", hdr(xid, 2, 1, 2), wire.ErrBadHeader, 2, RejectMSGP},
+		{"trailing-bytes-after-nomsg", append(hdr(xid, 1, 1, 1, 1, 0, 0x100, 16, 0, 0, 0, 0, 0), 1, 2, 3, 4), wire.ErrChunk, 1, RejectUndecodable},
+		{"rpc-reply-instead-of-call", append(hdr(xid, 1, 1, 0, 0, 0, 0), hdr(xid, 1, 0, 0, 0, 0)...), 0, 0, DropBackwardOff},
 	}
-	p, _ := newResponder(t, nil)
+	p, conns := newResponder(t, nil)
+	resp := <-conns
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			before := resp.Stats()
 			wait := 2 * time.Second
 			if tt.want == 0 {
 				wait = 100 * time.Millisecond
@@ -217,6 +220,18 @@ func TestResponderRejects(t *testing.T) {
 			d := xdr.NewDecoder(rep[n:])
 			if err := rh.Decode(&d); err != nil || rh.XID != good || rh.AcceptStat != rpc.Success {
 				t.Fatalf("reply %+v %v", rh, err)
+			}
+			// Counted under its reason, and only there (the good
+			// call's reply has come, so the loop has counted).
+			after := resp.Stats()
+			for r := range NumReasons {
+				want := before.Reasons[r]
+				if r == tt.why {
+					want++
+				}
+				if after.Reasons[r] != want {
+					t.Errorf("%s counted %d times, want %d", r, after.Reasons[r]-before.Reasons[r], want-before.Reasons[r])
+				}
 			}
 		})
 	}
@@ -669,6 +684,9 @@ func TestResponderOverrun(t *testing.T) {
 	}
 	if s.Dropped != calls-s.CallsReceived {
 		t.Errorf("%d of %d calls dropped, %d passed on", s.Dropped, calls, s.CallsReceived)
+	}
+	if s.Reasons[DropCreditOverrun] != s.Dropped {
+		t.Errorf("%d calls dropped, %d of them counted as %v", s.Dropped, s.Reasons[DropCreditOverrun], DropCreditOverrun)
 	}
 	if resp.Err() != nil {
 		t.Fatalf("connection ended: %v", resp.Err())

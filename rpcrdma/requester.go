@@ -149,7 +149,7 @@ func (r *requester) send(ctx context.Context, oc *outCall, v wire.Version) error
 		c.releaseAll(oc.mrs)
 		return err
 	}
-	c.stats.CallsSent.Add(1)
+	c.stats.add(statCallsSent, 1)
 	return nil
 }
 
@@ -178,16 +178,16 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 		return nil, nil, err
 	}
 	for _, i := range p.chunked {
-		c.stats.ReadChunks.Add(1)
-		c.stats.ReadChunkBytes.Add(uint64(len(oc.msg.Items[i].Data)))
+		c.stats.add(statReadChunks, 1)
+		c.stats.add(statReadChunkBytes, uint64(len(oc.msg.Items[i].Data)))
 	}
-	c.stats.WriteChunks.Add(uint64(len(oc.msg.ResultBufs)))
+	c.stats.add(statWriteChunks, uint64(len(oc.msg.ResultBufs)))
 	if p.long {
-		c.stats.LongCalls.Add(1)
-		c.stats.ReadChunkBytes.Add(uint64(p.inlineLen))
+		c.stats.add(statLongCalls, 1)
+		c.stats.add(statReadChunkBytes, uint64(p.inlineLen))
 		return hdr, nil, nil
 	}
-	c.stats.Inline.Add(1)
+	c.stats.add(statInline, 1)
 	return hdr, p.pieces, nil
 }
 
@@ -282,7 +282,7 @@ func (r *requester) onMessage(in *inbound, derr error) {
 	if derr != nil {
 		var he *wire.HeaderError
 		if !errors.As(derr, &he) || he.Rule == wire.RuleMalformed && h.XID == 0 && h.Vers == 0 {
-			c.stats.Dropped.Add(1)
+			c.drop(DropUndecodable, h.XID, "err", derr)
 			return
 		}
 		r.finish(h.XID, nil, &replyError{xid: h.XID, why: "undecodable transport header", err: derr})
@@ -292,7 +292,7 @@ func (r *requester) onMessage(in *inbound, derr error) {
 		if f := c.cfg.Options[h.Optional.Type]; f != nil {
 			f(c, h.Optional.Info, clone(in.payload))
 		} else {
-			c.stats.Dropped.Add(1)
+			c.drop(DropUnknownOption, h.XID, "opttype", h.Optional.Type)
 		}
 		return
 	}
@@ -302,7 +302,7 @@ func (r *requester) onMessage(in *inbound, derr error) {
 		if c.bc != nil {
 			c.bc.onCall(in)
 		} else {
-			c.stats.Dropped.Add(1)
+			c.drop(DropBackwardOff, h.XID, "why", "no Config.BackwardCredits")
 		}
 		return
 	}
@@ -360,7 +360,7 @@ func (r *requester) fallback(h *wire.Header) bool {
 	delete(r.calls, h.XID)
 	r.mu.Unlock()
 	r.vers.Store(uint32(wire.Version1))
-	c.stats.VersionFallback.Add(1)
+	c.stats.add(statVersionFallback, 1)
 	c.log.Info("rpcrdma: responder answered ERR_VERS; falling back to version 1", "xid", h.XID, "low", h.Error.Low, "high", h.Error.High)
 	c.releaseAll(oc.mrs)
 	oc.mrs, oc.writeBufs, oc.replyBuf = nil, nil, nil
@@ -401,7 +401,7 @@ func (r *requester) pullReply(in *inbound) {
 	if err := c.sendMsg(ctx, done, nil, 0, false); err != nil {
 		c.log.Debug("rpcrdma: sending RDMA_DONE", "xid", h.XID, "err", err)
 	}
-	c.stats.ReadReplies.Add(1)
+	c.stats.add(statReadReplies, 1)
 	in.payload = bufs[0]
 	r.finish(h.XID, in, nil)
 }
@@ -416,7 +416,7 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 	delete(r.calls, xid)
 	r.mu.Unlock()
 	if oc == nil {
-		c.stats.Dropped.Add(1)
+		c.drop(DropUnmatchedReply, xid)
 		return
 	}
 	if in != nil && err == nil {
@@ -434,13 +434,13 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 		oc.abandon.Stop()
 	}
 	if oc.cancelled {
-		c.stats.Dropped.Add(1)
+		c.drop(DropCancelledReply, xid)
 		return
 	}
 	if re, ok := err.(*RemoteError); ok && re.Code == wire.ErrChunk {
 		re.offered = offeredHint(c.negV[oc.vers].replyLimit, len(oc.replyBuf), oc.writeBufs)
 	}
-	c.stats.RepliesReceived.Add(1)
+	c.stats.add(statRepliesReceived, 1)
 	if err == nil {
 		err = r.checkReply(oc, in)
 	}
@@ -495,14 +495,14 @@ func (r *requester) checkReply(oc *outCall, in *inbound) error {
 			return &replyError{xid: oc.xid, why: fmt.Sprintf("reply chunk reports %d bytes, %d offered", n, len(oc.replyBuf))}
 		}
 		in.payload = oc.replyBuf[:n]
-		r.c.stats.ReplyChunks.Add(1)
-		r.c.stats.ReplyChunkBytes.Add(n)
+		r.c.stats.add(statReplyChunks, 1)
+		r.c.stats.add(statReplyChunkBytes, n)
 	}
 	if len(in.payload) < 4 || binary.BigEndian.Uint32(in.payload) != oc.xid {
 		return &replyError{xid: oc.xid, why: "RPC reply does not carry the call's XID"}
 	}
 	for _, wc := range h.Chunks.Writes {
-		r.c.stats.WriteChunkBytes.Add(wc.Length())
+		r.c.stats.add(statWriteChunkBytes, wc.Length())
 	}
 	in.writes = oc.writeBufs
 	return nil

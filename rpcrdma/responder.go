@@ -162,56 +162,57 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 	if derr != nil {
 		p, perr := wire.DecodePrefix(raw)
 		if perr != nil {
-			c.stats.Dropped.Add(1) // nothing to answer (RFC 5666 section 4.2)
+			c.drop(DropUndecodable, 0, "err", derr) // nothing to answer (RFC 5666 section 4.2)
 			return
 		}
 		var he *wire.HeaderError
 		errors.As(derr, &he)
 		if he != nil && he.Code == wire.ErrVers {
-			r.sendError(p.XID, c.versions[0], wire.ErrVers)
+			r.reject(RejectVersion, p.XID, c.versions[0], wire.ErrVers, "vers", p.Vers)
 			return
 		}
 		if len(raw) >= 16 && binary.BigEndian.Uint32(raw[12:]) == uint32(wire.RDMA_ERROR) {
-			c.stats.Dropped.Add(1) // never answer an RDMA_ERROR
+			c.drop(DropErrorToResponder, p.XID, "err", derr) // never answer an RDMA_ERROR
 			return
 		}
-		c.log.Debug("rpcrdma: undecodable call", "xid", p.XID, "err", derr)
-		r.sendError(p.XID, r.answerVers(p.Vers), wire.ErrChunk)
+		r.reject(RejectUndecodable, p.XID, r.answerVers(p.Vers), wire.ErrChunk, "err", derr)
 		return
 	}
 	if !c.supports(h.Vers) {
-		r.sendError(h.XID, c.versions[0], wire.ErrVers)
+		r.reject(RejectVersion, h.XID, c.versions[0], wire.ErrVers, "vers", h.Vers)
 		return
 	}
 	switch h.Proc {
 	case wire.RDMA_ERROR:
 		c.stats.countError(h.Error.Code, false)
-		c.stats.Dropped.Add(1)
+		c.drop(DropErrorToResponder, h.XID, "code", h.Error.Code)
 		return
 	case wire.RDMA_DONE:
 		// The requester has pulled a read-chunk reply (RFC 5666 section
 		// 3.8): its memory can go. A DONE for nothing is dropped.
 		if !r.releaseReadReply(h.XID) {
-			c.stats.Dropped.Add(1)
+			c.drop(DropStrayDone, h.XID)
 		}
 		return
 	case wire.RDMA_MSGP:
 		// Off by default: RFC 8166 peers answer ERR_CHUNK.
 		if !c.cfg.MSGP {
-			r.sendError(h.XID, h.Vers, wire.ErrChunk)
+			r.reject(RejectMSGP, h.XID, h.Vers, wire.ErrChunk)
 			return
 		}
 	case wire.RDMA_OPTIONAL:
 		lim := c.lim
 		lim.MaxHeaderSize = c.recvSize
 		if err := h.Validate(wire.DirCall, lim); err != nil {
-			r.sendError(h.XID, h.Vers, wire.ErrBadHeader)
+			r.reject(RejectOptionHeader, h.XID, h.Vers, wire.ErrBadHeader, "err", err)
 			return
 		}
 		// draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2: an opttype the
 		// receiver does not support is answered RDMA_ERR_INVAL_OPTION.
-		if f := c.cfg.Options[h.Optional.Type]; f == nil || f(c, h.Optional.Info, clone(in.payload)) != nil {
-			r.sendError(h.XID, h.Vers, wire.ErrInvalOption)
+		if f := c.cfg.Options[h.Optional.Type]; f == nil {
+			r.reject(RejectOption, h.XID, h.Vers, wire.ErrInvalOption, "opttype", h.Optional.Type)
+		} else if err := f(c, h.Optional.Info, clone(in.payload)); err != nil {
+			r.reject(RejectOption, h.XID, h.Vers, wire.ErrInvalOption, "opttype", h.Optional.Type, "err", err)
 		}
 		return
 	}
@@ -221,20 +222,18 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		if c.bc != nil {
 			c.bc.onReply(in)
 		} else {
-			c.stats.Dropped.Add(1)
+			c.drop(DropBackwardOff, h.XID, "why", "no Config.BackwardCredits")
 		}
 		return
 	}
 	lim := c.lim
 	lim.MaxHeaderSize = c.recvSize
 	if err := h.Validate(wire.DirCall, lim); err != nil {
-		c.log.Debug("rpcrdma: invalid call header", "xid", h.XID, "err", err)
-		r.sendError(h.XID, h.Vers, wire.ErrChunk)
+		r.reject(RejectInvalidHeader, h.XID, h.Vers, wire.ErrChunk, "err", err)
 		return
 	}
 	if h.HasPayload() && wire.PayloadDirection(in.payload) != wire.DirCall {
-		// Not an RPC call at all.
-		c.stats.Dropped.Add(1)
+		c.drop(DropNotACall, h.XID)
 		return
 	}
 	if c.bc != nil {
@@ -288,7 +287,7 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	c := r.c
 	h := &in.hdr
 	im := in.im
-	c.stats.CallsReceived.Add(1)
+	c.stats.add(statCallsReceived, 1)
 	ic := &im.ic
 	*ic = inCall{xid: h.XID, vers: h.Vers, writes: h.Chunks.Writes, reply: h.Chunks.Reply, inv: soleSTag(&h.Chunks)}
 
@@ -298,7 +297,7 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	}
 	for _, ch := range chunks {
 		if n := ch.Length(); n > maxChunk {
-			return r.refuse(im, fmt.Sprintf("read chunk at position %d holds %d bytes, more than the %d this responder takes", ch.Position, n, maxChunk))
+			return r.refuse(im, RejectChunk, fmt.Sprintf("read chunk at position %d holds %d bytes, more than the %d this responder takes", ch.Position, n, maxChunk))
 		}
 	}
 	m = &im.msg
@@ -321,10 +320,10 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		m.XDR = bufs[0]
 		im.pzrc = bufs[0]
 		chunks = chunks[1:]
-		c.stats.LongCalls.Add(1)
+		c.stats.add(statLongCalls, 1)
 	}
 	if xid, _, ok := rpc.PeekHeader(m.XDR); !ok || xid != h.XID {
-		return r.refuse(im, "RPC call does not carry the transport header's XID")
+		return r.refuse(im, RejectXID, "RPC call does not carry the transport header's XID")
 	}
 	// Check every data chunk against the length word it replaces before
 	// any RDMA Read: a chunk that does not fit costs the requester an
@@ -333,13 +332,13 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	for _, ch := range chunks {
 		off := int(ch.Position) - shift
 		if off < 4 || off > len(m.XDR) || (len(m.Items) > 0 && off < m.Items[len(m.Items)-1].Offset+4) {
-			return r.refuse(im, fmt.Sprintf("read chunk position %d outside the call", ch.Position))
+			return r.refuse(im, RejectChunk, fmt.Sprintf("read chunk position %d outside the call", ch.Position))
 		}
 		n := int(binary.BigEndian.Uint32(m.XDR[off-4:]))
 		// The chunk holds the item's data, with or without its XDR pad
 		// (RFC 8166 section 3.4.5).
 		if got := ch.Length(); got != uint64(n) && got != uint64(xdr.RoundUp(n)) {
-			return r.refuse(im, fmt.Sprintf("read chunk at position %d holds %d bytes, its length word says %d", ch.Position, got, n))
+			return r.refuse(im, RejectChunk, fmt.Sprintf("read chunk at position %d holds %d bytes, its length word says %d", ch.Position, got, n))
 		}
 		m.Items = append(m.Items, rpc.DDPItem{Offset: off, Data: nil})
 		shift += xdr.RoundUp(n)
@@ -357,7 +356,7 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 			for _, b := range bufs {
 				putBuf(b)
 			}
-			c.stats.Dropped.Add(1)
+			c.drop(DropCreditOverrun, im.ic.xid, "why", "more calls pulling than receives")
 		}
 	})
 	return nil, false, nil
@@ -404,11 +403,11 @@ func (r *responder) addPending(ic *inCall) {
 	r.mu.Unlock()
 }
 
-// refuse answers a call with ERR_CHUNK from Recv and gives im back.
-func (r *responder) refuse(im *inMsg, why string) (*rpc.Msg, bool, error) {
+// refuse answers a call with ERR_CHUNK from Recv, counting it under
+// reason, and gives im back.
+func (r *responder) refuse(im *inMsg, reason Reason, why string) (*rpc.Msg, bool, error) {
 	ic := &im.ic
-	r.c.log.Debug("rpcrdma: refusing call", "xid", ic.xid, "why", why)
-	r.sendError(ic.xid, ic.vers, wire.ErrChunk)
+	r.reject(reason, ic.xid, ic.vers, wire.ErrChunk, "why", why)
 	im.free()
 	return nil, false, nil
 }
@@ -567,8 +566,8 @@ func (c *Conn) startPull(chunks []wire.ReadChunk, pooled bool, done func(bufs []
 				done += k
 			}
 		}
-		c.stats.ReadChunks.Add(1)
-		c.stats.ReadChunkBytes.Add(n)
+		c.stats.add(statReadChunks, 1)
+		c.stats.add(statReadChunkBytes, n)
 	}
 }
 
@@ -620,7 +619,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 			// The requester sees only ERR_CHUNK: say here what it
 			// would have had to offer.
 			c.log.Warn("rpcrdma: reply does not fit the chunks the call offered; answering ERR_CHUNK", "xid", xid, "why", pe.why)
-			r.sendError(xid, ic.vers, wire.ErrChunk)
+			r.reject(RejectReplyTooLarge, xid, ic.vers, wire.ErrChunk)
 		}
 		return err
 	}
@@ -639,13 +638,13 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 		}
 		mrs = append(mrs, mr)
 		writes = appendWrites(writes, mr, len(data), ic.writes[next], maxMsg)
-		c.stats.WriteChunks.Add(1)
-		c.stats.WriteChunkBytes.Add(uint64(len(data)))
+		c.stats.add(statWriteChunks, 1)
+		c.stats.add(statWriteChunkBytes, uint64(len(data)))
 	}
 	pieces := p.pieces
 	switch p.kind {
 	case replyInline:
-		c.stats.Inline.Add(1)
+		c.stats.add(statInline, 1)
 	case replyChunk:
 		flat := flatten(p.pieces, p.inlineLen)
 		mr, err := c.register(flat, 0)
@@ -655,8 +654,8 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 		mrs = append(mrs, mr)
 		writes = appendWrites(writes, mr, len(flat), ic.reply.Chunk, maxMsg)
 		pieces = nil
-		c.stats.ReplyChunks.Add(1)
-		c.stats.ReplyChunkBytes.Add(uint64(len(flat)))
+		c.stats.add(statReplyChunks, 1)
+		c.stats.add(statReplyChunkBytes, uint64(len(flat)))
 	case replyReadChunk:
 		return r.sendReadReply(ctx, h, flatten(p.pieces, p.inlineLen), writes)
 	}
@@ -677,7 +676,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	// copied into the send buffer: there is nothing to wait for.
 	err := c.sendMsg(ctx, h, pieces, inv, len(writes) > 0)
 	if err == nil {
-		c.stats.RepliesSent.Add(1)
+		c.stats.add(statRepliesSent, 1)
 	}
 	return err
 }
@@ -748,8 +747,8 @@ func (r *responder) sendReadReply(ctx context.Context, h *wire.Header, flat []by
 	}
 	err = c.sendMsg(ctx, h, nil, 0, true)
 	if err == nil {
-		c.stats.RepliesSent.Add(1)
-		c.stats.ReadReplies.Add(1)
+		c.stats.add(statRepliesSent, 1)
+		c.stats.add(statReadReplies, 1)
 	}
 	return err
 }
