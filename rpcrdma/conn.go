@@ -82,10 +82,18 @@ type Conn struct {
 	pulled chan pulledCall // responder: calls whose data chunks have been pulled, for Recv
 
 	closeOnce sync.Once
-	done      chan struct{} // closed when the connection ends
+	done      chan struct{}   // closed when the connection ends
+	ctx       context.Context // the connection's: cancelled when it ends
+	cancel    context.CancelFunc
 	loopDone  chan struct{}
 	errMu     sync.Mutex
 	err       error
+
+	// Side goroutines (goSide): the sends and reads the loop must not
+	// wait for. Close waits for them.
+	sideMu     sync.Mutex
+	sideClosed bool // set by Close once the loop has ended: no more side goroutines
+	side       sync.WaitGroup
 
 	stats counters
 
@@ -232,6 +240,7 @@ func newConn(cfg Config, responder bool) *Conn {
 		done:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
 	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if responder {
 		c.versions = sortVersions(cfg.versions(wire.Version1, wire.Version2))
 	} else {
@@ -583,6 +592,7 @@ func (c *Conn) fail(err error) {
 	c.errMu.Unlock()
 	c.closeOnce.Do(func() {
 		close(c.done)
+		c.cancel()
 		c.rc.Close()
 		if c.req != nil {
 			c.req.closeAll(c.Err())
@@ -642,10 +652,40 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // Close ends the connection. Messages already posted (a reply the
 // rpc.Server has sent, say) go out first, for up to closeDrain. Calls
 // outstanding on a requester then fail with a connection error; Recv
-// returns. It waits for the loop to exit and is idempotent.
+// returns. It waits for the loop and every side goroutine to exit and is
+// idempotent.
 func (c *Conn) Close() error {
 	c.drain(closeDrain)
 	c.fail(rdma.ErrClosed)
 	<-c.loopDone
+	c.sideMu.Lock()
+	c.sideClosed = true
+	c.sideMu.Unlock()
+	c.side.Wait()
 	return nil
 }
+
+// goSide runs f on a goroutine of its own that Close waits for: work the
+// loop must not wait for (sending RDMA_ERROR or RDMA_DONE, pulling a
+// read-chunk reply, resending a call after ERR_VERS). f must return soon
+// once the connection has ended; its sends and reads take c.ctx. It
+// reports false, without running f, once Close has stopped waiting for
+// new ones, which happens only after the loop has ended: so the loop can
+// count on f running.
+func (c *Conn) goSide(f func()) bool {
+	c.sideMu.Lock()
+	defer c.sideMu.Unlock()
+	if c.sideClosed {
+		return false
+	}
+	c.side.Add(1)
+	go func() {
+		defer c.side.Done()
+		f()
+	}()
+	return true
+}
+
+// sideSendTimeout bounds a side goroutine's Send: an RDMA_ERROR or
+// RDMA_DONE waits for a send slot at most this long.
+const sideSendTimeout = 10 * time.Second

@@ -98,7 +98,7 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 			continue
 		}
 		if rep, ok := c.resp.configReply(m); ok {
-			if err := c.resp.sendReply(context.Background(), rep); err != nil {
+			if err := c.resp.sendReply(c.ctx, rep); err != nil {
 				c.log.Debug("rpcrdma: answering CONF_RDMA", "err", err)
 			}
 			m.Release()

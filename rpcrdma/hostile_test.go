@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -690,5 +691,35 @@ func TestResponderOverrun(t *testing.T) {
 	}
 	if resp.Err() != nil {
 		t.Fatalf("connection ended: %v", resp.Err())
+	}
+}
+
+// TestCloseWaitsForSideGoroutines: the goroutines that send RDMA_ERROR for
+// rejected calls belong to the connection, and Close returns only once
+// they have.
+func TestCloseWaitsForSideGoroutines(t *testing.T) {
+	p, conns := newResponder(t, nil)
+	resp := <-conns
+	bad := hdr(0x77, 1, 1, 0, 2, 0, 0) // a bad discriminator: ERR_CHUNK
+	const n = 4
+	for i := range n {
+		copy(p.send.Bytes(), bad)
+		if err := p.rc.PostSend(&rdma.WorkRequest{ID: uint64(3000 + i), Op: rdma.OpSend, Local: []rdma.SGE{{MR: p.send, Length: len(bad)}}}); err != nil {
+			t.Fatal(err)
+		}
+		p.rc.Poll(p.cs)
+	}
+	// A rejection is counted on the loop before its goroutine starts,
+	// and the loop ends before Close stops taking new ones.
+	for deadline := time.Now().Add(5 * time.Second); resp.Stats().Reasons[RejectUndecodable] < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("rejections not counted: %+v", resp.Stats().Reasons)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	resp.Close()
+	buf := make([]byte, 1<<20)
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "(*Conn).goSide") {
+		t.Errorf("a side goroutine outlived Close:\n%s", stacks)
 	}
 }

@@ -330,7 +330,7 @@ func (r *requester) onMessage(in *inbound, derr error) {
 			// Reads, which the loop must not wait for.
 			cp := *in        // in lives on the loop's stack
 			cp.payload = nil // borrowed, and no reply of this kind has one
-			go r.pullReply(&cp)
+			c.goSide(func() { r.pullReply(&cp) })
 			return
 		}
 		r.finish(h.XID, in, nil)
@@ -365,13 +365,13 @@ func (r *requester) fallback(h *wire.Header) bool {
 	c.releaseAll(oc.mrs)
 	oc.mrs, oc.writeBufs, oc.replyBuf = nil, nil, nil
 	// The resend posts to the send queue, which the loop must not wait on.
-	go func() {
-		if err := r.send(context.Background(), oc, wire.Version1); err != nil {
+	c.goSide(func() {
+		if err := r.send(c.ctx, oc, wire.Version1); err != nil {
 			r.credits.release()
 			c.deliver(inbound{hdr: wire.Header{XID: oc.xid}, err: err})
 			outCalls.Put(oc)
 		}
-	}()
+	})
 	return true
 }
 
@@ -396,7 +396,7 @@ func (r *requester) pullReply(in *inbound) {
 		return
 	}
 	done := &wire.Header{XID: h.XID, Vers: h.Vers, Credits: c.cfg.credits(), Proc: wire.RDMA_DONE}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(c.ctx, sideSendTimeout)
 	defer cancel()
 	if err := c.sendMsg(ctx, done, nil, 0, false); err != nil {
 		c.log.Debug("rpcrdma: sending RDMA_DONE", "xid", h.XID, "err", err)

@@ -266,13 +266,13 @@ func (r *responder) sendError(xid uint32, vers wire.Version, code wire.ErrorCode
 		h.Error.Low, h.Error.High = c.versions[0], c.versions[len(c.versions)-1]
 	}
 	c.stats.countError(code, true)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c.goSide(func() {
+		ctx, cancel := context.WithTimeout(c.ctx, sideSendTimeout)
 		defer cancel()
 		if err := c.sendMsg(ctx, h, nil, 0, false); err != nil {
 			c.log.Debug("rpcrdma: sending RDMA_ERROR", "xid", xid, "err", err)
 		}
-	}()
+	})
 }
 
 // recvCall turns a validated call into the rpc.Msg Recv returns. A call
@@ -518,7 +518,7 @@ func (c *Conn) startPull(chunks []wire.ReadChunk, pooled bool, done func(bufs []
 	p.left.Store(1)
 	defer p.put()
 	maxMsg := max(c.rc.Limits().MaxMessageSize, 4096)
-	ctx := context.Background()
+	ctx := c.ctx
 	for i, ch := range chunks {
 		n := ch.Length()
 		if pooled {
