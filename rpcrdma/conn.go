@@ -2,7 +2,6 @@ package rpcrdma
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,14 +20,23 @@ import (
 // rpc.Client runs over a requester Conn and an rpc.Server over a responder
 // Conn exactly as they run over TCP.
 //
-// Goroutines. One goroutine per Conn (the loop) owns the completion queue:
-// it decodes every received message, reposts its receive buffer, and
-// completes send-queue work. It never blocks on the send queue; everything
-// that posts sends (calls, replies, RDMA Reads of a call's chunks, error
-// replies) runs on the goroutine of Send or Recv, or on a short-lived
-// goroutine for the rare RDMA_ERROR. A responder's loop hands calls that
-// need no RDMA Read to a pushed deliver function itself (pushCall), which
-// must not block either. Mutexes guard only the small tables below.
+// Goroutines. One goroutine per Conn (the loop, conn_recv.go) owns the
+// completion queue: it decodes every received message, reposts its
+// receive buffer, and completes send-queue work. It never blocks on the
+// send queue; everything that posts sends (calls, replies, RDMA Reads of
+// a call's chunks) runs on the goroutine of Send or Recv, or on a side
+// goroutine (goSide) for the RDMA_ERROR and RDMA_DONE messages, the pull
+// of a read-chunk reply and the resend after ERR_VERS; Close waits for the
+// loop and the side goroutines. A responder's loop hands calls that need
+// no RDMA Read to a pushed deliver function itself (pushCall), which must
+// not block either.
+//
+// Locks. Mutexes guard only small tables, and all but one are leaves,
+// never held while another is taken: opsMu, errMu, sideMu, requester.mu,
+// responder.mu, Backchannel.mu and the credit windows' own. pushMu is the
+// exception: it is held while the rpc layer's deliver function runs, which
+// may call Send or CancelCall and so take the leaves. So the order is
+// pushMu, then any one leaf.
 //
 // Buffers. Receives land in one provider-allocated region of equal slots,
 // one per posted receive; each Send is built in a slot of a second region.
@@ -37,55 +45,64 @@ import (
 // buffers by the responder, results are written into the caller's
 // ResultBufs.
 type Conn struct {
-	cfg  Config
-	rc   rdma.Conn
-	log  *slog.Logger
-	lim  wire.Limits
-	peer []byte // peer's private data
-
+	// Set before the loop starts (newConn, setup, start), read-only
+	// after.
+	cfg       Config
+	rc        rdma.Conn
+	log       *slog.Logger
+	lim       wire.Limits
+	peer      []byte // peer's private data
 	responder bool
 	versions  []wire.Version // supported, ascending
-
-	// negV[v] is what the private data settle for version v, fixed at
-	// connect time before the loop starts.
-	negV [3]negotiated
-
+	negV      [3]negotiated  // negV[v]: what the private data settle for version v
 	recvMR    rdma.MR
 	recvSlots int
 	recvSize  int
-
 	sendMR    rdma.MR
 	sendSize  int
+	req       *requester   // nil on a responder
+	resp      *responder   // nil on a requester
+	bc        *Backchannel // nil unless Config.BackwardCredits is set
+
+	// Owned by the loop: a receive slot's scatter list, reused when the
+	// loop reposts it.
+	recvSGEs [][1]rdma.SGE
+
+	// Tokens, passed through channels: whoever holds a token owns what
+	// it names.
 	sendFree  chan int      // free slots of sendMR
-	sends     []sendSlot    // per send slot: its work request, reused
-	recvSGEs  [][1]rdma.SGE // per receive slot: its scatter list, reused
+	sends     []sendSlot    // per send slot, owned by the holder of its sendFree token
 	sqSlots   chan struct{} // one token per free send-queue entry
 	readSlots chan struct{} // one token per RDMA Read we may have outstanding (ORD)
 
+	// Send-queue work in flight, by ID: registered by post, completed
+	// by the loop (onSendQueue) or, once it ends, by failOps.
 	opsMu   sync.Mutex
-	ops     map[uint64]func(rdma.Completion) // send-queue work in flight, by ID
-	opsIdle chan struct{}                    // closed when ops empties, for drain; nil when no one waits
+	ops     map[uint64]func(rdma.Completion)
+	opsIdle chan struct{} // closed when ops empties, for drain; nil when no one waits
 	opID    atomic.Uint64
 
-	incoming chan inbound // messages for Recv, filled by the loop
+	// From the loop to Recv.
+	incoming chan inbound    // received messages
+	pulled   chan pulledCall // responder: calls whose data chunks have been pulled
 
-	// A requester's messages go to push instead, once rpc.Pusher's Push
-	// has set it (dial.go); pushEnded is set once the loop has ended and
-	// push has had the final error. A responder's calls without read
-	// chunks go from the loop to callPush once Push has set it; pushMu
-	// serializes every call of the deliver function either holds.
+	// Push (conn_recv.go): a requester's messages go to push once
+	// rpc.Pusher's Push has set it; pushEnded is set once the loop has
+	// ended and push has had the final error. A responder's calls
+	// without read chunks go from the loop to callPush once Push has set
+	// it. pushMu guards the three and serializes every call of the
+	// deliver function either holds.
 	pushMu    sync.Mutex
 	push      func(*rpc.Msg, error)
 	pushEnded bool
 	callPush  func(*rpc.Msg, error)
 
-	pulled chan pulledCall // responder: calls whose data chunks have been pulled, for Recv
-
+	// Lifecycle: fail ends the connection once (closeOnce); err is why.
 	closeOnce sync.Once
 	done      chan struct{}   // closed when the connection ends
 	ctx       context.Context // the connection's: cancelled when it ends
 	cancel    context.CancelFunc
-	loopDone  chan struct{}
+	loopDone  chan struct{} // closed when the loop has returned
 	errMu     sync.Mutex
 	err       error
 
@@ -95,11 +112,7 @@ type Conn struct {
 	sideClosed bool // set by Close once the loop has ended: no more side goroutines
 	side       sync.WaitGroup
 
-	stats counters
-
-	req  *requester   // nil on a responder
-	resp *responder   // nil on a requester
-	bc   *Backchannel // nil unless Config.BackwardCredits is set
+	stats counters // atomic, updated by whoever sees the event
 }
 
 // sendSlot is the reusable state of one send buffer: providers do not
@@ -295,292 +308,6 @@ func (c *Conn) start() {
 		c.negV[v] = negotiate(&c.cfg, c.peer, v)
 	}
 	go c.loop()
-}
-
-// loop owns the completion queue until the connection ends.
-func (c *Conn) loop() {
-	defer close(c.loopDone)
-	cs := make([]rdma.Completion, 32)
-	for {
-		n, err := c.rc.Wait(context.Background(), cs)
-		for _, comp := range cs[:n] {
-			if comp.Op == rdma.OpRecv {
-				c.onRecv(comp)
-			} else {
-				c.onSendQueue(comp)
-			}
-		}
-		if err != nil {
-			c.fail(err)
-			// Drain what the provider flushed so every waiter hears.
-			for {
-				n := c.rc.Poll(cs)
-				if n == 0 {
-					break
-				}
-				for _, comp := range cs[:n] {
-					// Messages received before the end still count:
-					// a peer may send its last replies and close.
-					if comp.Op == rdma.OpRecv {
-						c.onRecv(comp)
-					} else {
-						c.onSendQueue(comp)
-					}
-				}
-			}
-			c.failOps()
-			c.endPush()
-			return
-		}
-	}
-}
-
-// onSendQueue completes one send-queue work request.
-func (c *Conn) onSendQueue(comp rdma.Completion) {
-	c.opsMu.Lock()
-	done := c.ops[comp.ID]
-	delete(c.ops, comp.ID)
-	if len(c.ops) == 0 && c.opsIdle != nil {
-		close(c.opsIdle)
-		c.opsIdle = nil
-	}
-	c.opsMu.Unlock()
-	c.sqSlots <- struct{}{}
-	if done != nil {
-		done(comp)
-	}
-}
-
-// failOps completes every send-queue operation the provider did not, after
-// the connection has ended.
-func (c *Conn) failOps() {
-	c.opsMu.Lock()
-	ops := c.ops
-	c.ops = map[uint64]func(rdma.Completion){}
-	c.opsMu.Unlock()
-	for id, done := range ops {
-		done(rdma.Completion{ID: id, Status: rdma.StatusFlushed})
-	}
-}
-
-// onRecv handles a received message in the loop: it copies the message out,
-// reposts the buffer and dispatches by role.
-func (c *Conn) onRecv(comp rdma.Completion) {
-	slot := int(comp.ID)
-	if comp.Status != rdma.StatusSuccess {
-		return // flushed: the connection is ending
-	}
-	if comp.Invalidated {
-		c.stats.add(statRemoteInvalid, 1)
-	}
-	msg := c.recvBuf(slot)[:comp.Len]
-	var in inbound
-	_, derr := in.hdr.Decode(msg)
-	if derr == nil && in.hdr.HasPayload() {
-		in.payload, in.borrowed = msg[in.hdr.EncodedLen():], true
-	}
-	// The header's lists were copied by Decode except Optional.Info, which
-	// aliases the buffer.
-	if len(in.hdr.Optional.Info) > 0 {
-		in.hdr.Optional.Info = append([]byte(nil), in.hdr.Optional.Info...)
-	}
-	var raw []byte
-	if derr != nil {
-		raw = append([]byte(nil), msg[:min(len(msg), wire.PrefixLen+4)]...)
-	}
-	// Dispatch before reposting: when the peer has closed after its last
-	// message, the repost fails, and the message must still count.
-	if c.responder {
-		c.resp.onMessage(&in, derr, raw)
-	} else {
-		c.req.onMessage(&in, derr)
-	}
-	// A repost fails only once the connection has ended; the provider
-	// then returns every completion it still holds before Wait reports
-	// the end, and the loop fails the connection there. Failing it here
-	// would forget calls whose replies are still in those completions.
-	if c.Err() == nil {
-		if err := c.postRecv(slot); err != nil {
-			c.log.Debug("rpcrdma: receive not reposted", "slot", slot, "err", err)
-		}
-	}
-}
-
-// deliver hands a message to Recv. The peer can have no more messages in
-// flight than there are receive slots, and Recv drains the channel, so a
-// full channel means Recv is not being called; the message is then dropped
-// rather than stalling the loop.
-func (c *Conn) deliver(in inbound) bool {
-	if c.req != nil {
-		c.pushMu.Lock()
-		defer c.pushMu.Unlock()
-		if c.push != nil {
-			c.push(c.replyOf(in))
-			return true
-		}
-	} else if c.pushCall(&in) {
-		return true
-	}
-	select {
-	case c.incoming <- in:
-		return true
-	default:
-		c.drop(DropCreditOverrun, in.hdr.XID, "why", "receive queue full")
-		return false
-	}
-}
-
-// pushCall hands a responder's call straight to the rpc.Server that
-// Push registered, on the loop, when nothing in taking it can block: no
-// read chunks to pull (their Reads may wait for the send queue) and not
-// CONF_RDMA (answered by Recv, whose Send may wait for a slot). It
-// reports whether it took the call; the rest go through Recv.
-func (c *Conn) pushCall(in *inbound) bool {
-	if len(in.hdr.Chunks.Reads) > 0 || isConfigCall(in.payload) {
-		return false
-	}
-	c.pushMu.Lock()
-	defer c.pushMu.Unlock()
-	if c.callPush == nil {
-		return false
-	}
-	if c.resp.overrun() {
-		// Recv's queue, which is as long as the receives, drops what
-		// overflows it; this path drops what goes beyond it.
-		c.drop(DropCreditOverrun, in.hdr.XID)
-		in.im.free()
-		return true
-	}
-	if m, ok, _ := c.resp.recvCall(in); ok {
-		// Without read chunks recvCall pulls nothing and so has no
-		// connection error to report; a call it refused is answered.
-		c.callPush(m, nil)
-	}
-	return true
-}
-
-// isConfigCall reports whether the RPC call b is to the Connection
-// Configuration Protocol's program.
-func isConfigCall(b []byte) bool {
-	return len(b) >= 16 && binary.BigEndian.Uint32(b[12:]) == wire.ConfigProgram
-}
-
-// post posts a send-queue work request whose completion runs done on the
-// loop goroutine. It waits for a free send-queue entry, respecting ctx.
-func (c *Conn) post(ctx context.Context, wr *rdma.WorkRequest, done func(rdma.Completion)) error {
-	if err := take(ctx, c.sqSlots, c.done, c.Err); err != nil {
-		return err
-	}
-	wr.ID = c.opID.Add(1)
-	c.opsMu.Lock()
-	c.ops[wr.ID] = done
-	c.opsMu.Unlock()
-	if err := c.rc.PostSend(wr); err != nil {
-		c.opsMu.Lock()
-		_, mine := c.ops[wr.ID]
-		delete(c.ops, wr.ID)
-		c.opsMu.Unlock()
-		if !mine {
-			// The connection ended meanwhile, and failOps has
-			// completed the request as flushed: done has the outcome.
-			return nil
-		}
-		c.sqSlots <- struct{}{}
-		if errors.Is(err, net.ErrClosed) {
-			return c.connErr(err)
-		}
-		return fmt.Errorf("rpcrdma: posting %v: %w", wr.Op, err)
-	}
-	return nil
-}
-
-// takeValue receives from ch, waiting until ctx or done ends first (then
-// ctx's error, or ended's). It tries a receive alone first: with a value
-// ready, that costs much less than the select, and it is the common case
-// (a free send slot or send-queue entry).
-func takeValue[T any](ctx context.Context, ch chan T, done <-chan struct{}, ended func() error) (T, error) {
-	select {
-	case v := <-ch:
-		return v, nil
-	default:
-	}
-	select {
-	case v := <-ch:
-		return v, nil
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	case <-done:
-		var zero T
-		return zero, ended()
-	}
-}
-
-// take is takeValue for a channel of tokens.
-func take(ctx context.Context, ch chan struct{}, done <-chan struct{}, ended func() error) error {
-	_, err := takeValue(ctx, ch, done, ended)
-	return err
-}
-
-// sendMsg builds the message hdr followed by pieces in a send slot and
-// posts it as a Send (with Invalidate when inv is not zero). It waits for a
-// free send slot. If wait is true it returns after the Send completes, else
-// after posting.
-func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait bool) error {
-	slot, err := takeValue(ctx, c.sendFree, c.done, c.Err)
-	if err != nil {
-		return err
-	}
-	n := hdr.EncodedLen()
-	for _, p := range pieces {
-		n += len(p)
-	}
-	if n > c.sendSize {
-		c.sendFree <- slot
-		return fmt.Errorf("rpcrdma: message of %d bytes exceeds the %d-byte send buffer", n, c.sendSize)
-	}
-	off := slot * c.sendSize
-	msg := hdr.Append(c.sendMR.Bytes()[off : off : off+c.sendSize])
-	for _, p := range pieces {
-		msg = append(msg, p...)
-	}
-	s := &c.sends[slot]
-	s.sge[0] = rdma.SGE{MR: c.sendMR, Offset: off, Length: len(msg)}
-	s.wr = rdma.WorkRequest{Op: rdma.OpSend, Local: s.sge[:]}
-	if inv != 0 {
-		s.wr.Op = rdma.OpSendInvalidate
-		s.wr.InvalidateSTag = inv
-	}
-	s.wait = wait
-	c.stats.add(statInlineBytes, uint64(len(msg)))
-	if err := c.post(ctx, &s.wr, s.done); err != nil {
-		c.sendFree <- slot
-		return err
-	}
-	if !wait {
-		return nil
-	}
-	err = <-s.result
-	c.sendFree <- slot
-	return err
-}
-
-// compErr turns a failed completion into an error. Every failed
-// completion means the connection has ended (rdma.Status), so the error is
-// a connection error. It runs on the loop and must not block.
-func (c *Conn) compErr(comp rdma.Completion, what string) error {
-	if comp.Status == rdma.StatusSuccess {
-		return nil
-	}
-	if err := c.Err(); err != nil {
-		return err
-	}
-	if err := c.rc.Err(); err != nil {
-		// Why the provider ended the connection (a Terminate, say)
-		// says more than the status; the loop may not have heard yet.
-		return &ConnError{Op: what, Err: err}
-	}
-	return &ConnError{Op: what, Err: fmt.Errorf("completion status %v", comp.Status)}
 }
 
 // fail ends the connection with err (the first error wins).

@@ -44,5 +44,32 @@
 // Errors: a *ConnError (matching net.ErrClosed) ends the connection and
 // every call on it; a *RemoteError (the responder answered RDMA_ERROR),
 // ErrCallTooLarge and ErrBadReply fail one call and the connection carries
-// on.
+// on. Stats counts what each connection carried, and every message it
+// dropped or rejected by Reason.
+//
+// # Where things are
+//
+//   - conn.go: Conn, its fields and who owns them, the lock order, setup
+//     of the buffer rings, Close and the side goroutines Close waits for.
+//   - conn_recv.go: the loop that owns the completion queue, Recv and Push.
+//   - conn_send.go: Send, and the posting every send goes through.
+//   - plan.go: how a call or a reply travels (which chunks), decided on
+//     plain data before any memory is registered.
+//   - requester.go: a call's registration and post, matching replies,
+//     version fallback, CancelCall.
+//   - responder.go: checking received calls, their chunks and the reply's
+//     registration and post; RDMA_ERROR answers.
+//   - pull.go: RDMA Reads of read chunks, for both roles.
+//   - backchannel.go: the backward direction (RFC 8167).
+//   - credits.go: the requester's credit window and the responder's
+//     GrantPolicy.
+//   - config.go: Config, its defaults and checks, and what the RFC 8797
+//     private data settle.
+//   - dial.go: Dial, Listen, Listener and Serve; reconnect.go: DialClient.
+//   - config_proto.go: the Connection Configuration Protocol (CONF_RDMA).
+//   - stats.go: counters and drop and rejection Reasons; errors.go: the
+//     error types; bufpool.go: pooled buffers for pulled chunks.
+//
+// The transport headers themselves are encoded and decoded by package
+// rpcrdma/wire.
 package rpcrdma

@@ -85,29 +85,6 @@ func newRequester(c *Conn) *requester {
 
 func (r *requester) version() wire.Version { return wire.Version(r.vers.Load()) }
 
-// Send sends a call. It implements rpc.Transport for a requester. It
-// blocks until a credit is available (respecting ctx) and returns after
-// posting the Send; the call's memory (Items, ResultBufs) stays in use
-// until its reply arrives or CancelCall.
-func (c *Conn) Send(ctx context.Context, m *rpc.Msg) error {
-	if c.resp != nil {
-		return c.resp.sendReply(ctx, m)
-	}
-	if len(m.XDR) < 8 {
-		return fmt.Errorf("rpcrdma: call of %d bytes has no RPC header", len(m.XDR))
-	}
-	if err := c.req.credits.acquire(ctx); err != nil {
-		return err
-	}
-	oc := newOutCall(binary.BigEndian.Uint32(m.XDR), m)
-	if err := c.req.send(ctx, oc, c.req.version()); err != nil {
-		c.req.credits.release()
-		outCalls.Put(oc)
-		return err
-	}
-	return nil
-}
-
 // outCalls recycles outCall values: one is unreachable once finish has
 // delivered its reply (or its error), or Send has failed.
 var outCalls = sync.Pool{New: func() any { return new(outCall) }}
@@ -255,24 +232,6 @@ func (r *requester) register(oc *outCall, h *wire.Header, p *callPlan) error {
 func locate(seg *wire.Segment, mr rdma.MR) {
 	seg.Handle = uint32(mr.STag())
 	seg.Offset += mr.TO()
-}
-
-// register registers b on the connection and counts it as registered
-// memory.
-func (c *Conn) register(b []byte, access rdma.Access) (rdma.MR, error) {
-	mr, err := c.rc.Register(b, access)
-	if err == nil {
-		c.stats.Registered.Add(int64(len(b)))
-	}
-	return mr, err
-}
-
-// releaseAll deregisters mrs, which register returned.
-func (c *Conn) releaseAll(mrs []rdma.MR) {
-	for _, mr := range mrs {
-		c.stats.Registered.Add(-int64(len(mr.Bytes())))
-		mr.Release()
-	}
 }
 
 // onMessage handles a message received by a requester, on the loop.

@@ -1,0 +1,354 @@
+package rpcrdma
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
+)
+
+// The receive side of a Conn: the loop, which owns the completion queue,
+// and what it hands received messages to. The loop decodes each received
+// message and passes it to the role's onMessage (requester.go,
+// responder.go) or the Backchannel, reposts the receive, and runs the
+// completion callbacks of send-queue work (conn_send.go). What it passes
+// on goes either to Recv through c.incoming, or, once rpc.Pusher's Push
+// has been called, straight to the rpc layer's deliver function (a
+// requester's replies; a responder's calls without read chunks,
+// pushCall). The loop never blocks: everything that could (posting a
+// Send, an RDMA Read) runs in Send, Recv or a side goroutine (goSide).
+
+// loop owns the completion queue until the connection ends.
+func (c *Conn) loop() {
+	defer close(c.loopDone)
+	cs := make([]rdma.Completion, 32)
+	for {
+		n, err := c.rc.Wait(context.Background(), cs)
+		for _, comp := range cs[:n] {
+			if comp.Op == rdma.OpRecv {
+				c.onRecv(comp)
+			} else {
+				c.onSendQueue(comp)
+			}
+		}
+		if err != nil {
+			c.fail(err)
+			// Drain what the provider flushed so every waiter hears.
+			for {
+				n := c.rc.Poll(cs)
+				if n == 0 {
+					break
+				}
+				for _, comp := range cs[:n] {
+					// Messages received before the end still count:
+					// a peer may send its last replies and close.
+					if comp.Op == rdma.OpRecv {
+						c.onRecv(comp)
+					} else {
+						c.onSendQueue(comp)
+					}
+				}
+			}
+			c.failOps()
+			c.endPush()
+			return
+		}
+	}
+}
+
+// onSendQueue completes one send-queue work request.
+func (c *Conn) onSendQueue(comp rdma.Completion) {
+	c.opsMu.Lock()
+	done := c.ops[comp.ID]
+	delete(c.ops, comp.ID)
+	if len(c.ops) == 0 && c.opsIdle != nil {
+		close(c.opsIdle)
+		c.opsIdle = nil
+	}
+	c.opsMu.Unlock()
+	c.sqSlots <- struct{}{}
+	if done != nil {
+		done(comp)
+	}
+}
+
+// failOps completes every send-queue operation the provider did not, after
+// the connection has ended.
+func (c *Conn) failOps() {
+	c.opsMu.Lock()
+	ops := c.ops
+	c.ops = map[uint64]func(rdma.Completion){}
+	c.opsMu.Unlock()
+	for id, done := range ops {
+		done(rdma.Completion{ID: id, Status: rdma.StatusFlushed})
+	}
+}
+
+// onRecv handles a received message in the loop: it copies the message out,
+// reposts the buffer and dispatches by role.
+func (c *Conn) onRecv(comp rdma.Completion) {
+	slot := int(comp.ID)
+	if comp.Status != rdma.StatusSuccess {
+		return // flushed: the connection is ending
+	}
+	if comp.Invalidated {
+		c.stats.add(statRemoteInvalid, 1)
+	}
+	msg := c.recvBuf(slot)[:comp.Len]
+	var in inbound
+	_, derr := in.hdr.Decode(msg)
+	if derr == nil && in.hdr.HasPayload() {
+		in.payload, in.borrowed = msg[in.hdr.EncodedLen():], true
+	}
+	// The header's lists were copied by Decode except Optional.Info, which
+	// aliases the buffer.
+	if len(in.hdr.Optional.Info) > 0 {
+		in.hdr.Optional.Info = append([]byte(nil), in.hdr.Optional.Info...)
+	}
+	var raw []byte
+	if derr != nil {
+		raw = append([]byte(nil), msg[:min(len(msg), wire.PrefixLen+4)]...)
+	}
+	// Dispatch before reposting: when the peer has closed after its last
+	// message, the repost fails, and the message must still count.
+	if c.responder {
+		c.resp.onMessage(&in, derr, raw)
+	} else {
+		c.req.onMessage(&in, derr)
+	}
+	// A repost fails only once the connection has ended; the provider
+	// then returns every completion it still holds before Wait reports
+	// the end, and the loop fails the connection there. Failing it here
+	// would forget calls whose replies are still in those completions.
+	if c.Err() == nil {
+		if err := c.postRecv(slot); err != nil {
+			c.log.Debug("rpcrdma: receive not reposted", "slot", slot, "err", err)
+		}
+	}
+}
+
+// deliver hands a message to Recv. The peer can have no more messages in
+// flight than there are receive slots, and Recv drains the channel, so a
+// full channel means Recv is not being called; the message is then dropped
+// rather than stalling the loop.
+func (c *Conn) deliver(in inbound) bool {
+	if c.req != nil {
+		c.pushMu.Lock()
+		defer c.pushMu.Unlock()
+		if c.push != nil {
+			c.push(c.replyOf(in))
+			return true
+		}
+	} else if c.pushCall(&in) {
+		return true
+	}
+	select {
+	case c.incoming <- in:
+		return true
+	default:
+		c.drop(DropCreditOverrun, in.hdr.XID, "why", "receive queue full")
+		return false
+	}
+}
+
+// pushCall hands a responder's call straight to the rpc.Server that
+// Push registered, on the loop, when nothing in taking it can block: no
+// read chunks to pull (their Reads may wait for the send queue) and not
+// CONF_RDMA (answered by Recv, whose Send may wait for a slot). It
+// reports whether it took the call; the rest go through Recv.
+func (c *Conn) pushCall(in *inbound) bool {
+	if len(in.hdr.Chunks.Reads) > 0 || isConfigCall(in.payload) {
+		return false
+	}
+	c.pushMu.Lock()
+	defer c.pushMu.Unlock()
+	if c.callPush == nil {
+		return false
+	}
+	if c.resp.overrun() {
+		// Recv's queue, which is as long as the receives, drops what
+		// overflows it; this path drops what goes beyond it.
+		c.drop(DropCreditOverrun, in.hdr.XID)
+		in.im.free()
+		return true
+	}
+	if m, ok, _ := c.resp.recvCall(in); ok {
+		// Without read chunks recvCall pulls nothing and so has no
+		// connection error to report; a call it refused is answered.
+		c.callPush(m, nil)
+	}
+	return true
+}
+
+// isConfigCall reports whether the RPC call b is to the Connection
+// Configuration Protocol's program.
+func isConfigCall(b []byte) bool {
+	return len(b) >= 16 && binary.BigEndian.Uint32(b[12:]) == wire.ConfigProgram
+}
+
+// Recv returns the next message for the rpc layer: on a requester, the
+// next reply (or a *rpc.CallError failing one call); on a responder, the
+// next call, with its read chunks pulled (calls whose chunks take longer to
+// pull may be overtaken by later ones). It implements rpc.Transport.
+func (c *Conn) Recv() (*rpc.Msg, error) {
+	for {
+		// Messages that arrived before the connection ended are
+		// delivered first.
+		var in inbound
+		var pc pulledCall
+		pulled := false
+		select {
+		case in = <-c.incoming:
+		case pc = <-c.pulled:
+			pulled = true
+		default:
+			select {
+			case in = <-c.incoming:
+			case pc = <-c.pulled:
+				pulled = true
+			case <-c.done:
+				select {
+				case in = <-c.incoming:
+				default:
+					return nil, c.Err()
+				}
+			}
+		}
+		if pulled {
+			m, err := c.resp.finishCall(pc)
+			if err != nil {
+				c.fail(err)
+				return nil, c.Err()
+			}
+			return m, nil
+		}
+		if c.req != nil {
+			return c.replyOf(in)
+		}
+		m, ok, err := c.resp.recvCall(&in)
+		if err != nil {
+			c.fail(err)
+			return nil, c.Err()
+		}
+		if !ok {
+			continue
+		}
+		if rep, ok := c.resp.configReply(m); ok {
+			if err := c.resp.sendReply(c.ctx, rep); err != nil {
+				c.log.Debug("rpcrdma: answering CONF_RDMA", "err", err)
+			}
+			m.Release()
+			continue
+		}
+		return m, nil
+	}
+}
+
+// replyOf turns what the requester received into what Recv returns.
+func (c *Conn) replyOf(in inbound) (*rpc.Msg, error) {
+	if in.err != nil {
+		return nil, &rpc.CallError{XID: in.hdr.XID, Err: in.err}
+	}
+	p := getReplyMsg()
+	p.m = rpc.Msg{Body: rpc.Body{XDR: in.payload}, Release: p.put}
+	for i, wc := range in.hdr.Chunks.Writes {
+		if n := wc.Length(); n > 0 {
+			p.m.Items = append(p.m.Items, rpc.DDPItem{Offset: rpc.Unplaced, Data: in.writes[i][:n]})
+		}
+	}
+	return &p.m, nil
+}
+
+// Push implements rpc.Pusher: a requester hands each reply to deliver on
+// the goroutine that received it (the rpc.Client uses it, and so needs no
+// goroutine of its own blocked in Recv). A responder hands calls without
+// read chunks to deliver from the loop (the rpc.Server uses it, and its
+// worker gets the call one hand-off sooner); a goroutine calls Recv for
+// the rest, the calls whose chunks are pulled first and CONF_RDMA, and
+// hands on what it returns. The error that ends the connection comes last,
+// once the loop has ended.
+func (c *Conn) Push(deliver func(*rpc.Msg, error)) {
+	if c.req == nil {
+		c.pushMu.Lock()
+		c.callPush = deliver
+		c.pushMu.Unlock()
+		go func() {
+			for {
+				m, err := c.Recv()
+				final := err != nil
+				if final {
+					_, perCall := errors.AsType[*rpc.CallError](err)
+					final = !perCall
+				}
+				if final {
+					// The loop delivers nothing once it has ended.
+					<-c.loopDone
+				}
+				c.pushMu.Lock()
+				if final {
+					c.callPush = nil
+				}
+				deliver(m, err)
+				c.pushMu.Unlock()
+				if final {
+					return
+				}
+			}
+		}()
+		return
+	}
+	c.pushMu.Lock()
+	defer c.pushMu.Unlock()
+	for {
+		select {
+		case in := <-c.incoming:
+			deliver(c.replyOf(in))
+			continue
+		default:
+		}
+		break
+	}
+	if c.pushEnded {
+		deliver(nil, c.Err())
+		return
+	}
+	c.push = deliver
+}
+
+// endPush gives a pushing requester the error that ended the connection,
+// once the loop has delivered everything before it.
+func (c *Conn) endPush() {
+	c.pushMu.Lock()
+	defer c.pushMu.Unlock()
+	c.pushEnded = true
+	if c.push != nil {
+		c.push(nil, c.Err())
+		c.push = nil
+	}
+}
+
+// replyMsg is a pooled rpc.Msg for a reply Recv returns; the rpc.Client
+// releases it once it has the results, which alias the caller's memory
+// (or memory given up to it), never the Msg's own.
+type replyMsg struct {
+	m   rpc.Msg
+	put func() // m.Release, bound once
+}
+
+func getReplyMsg() *replyMsg {
+	p, _ := replyMsgs.Get().(*replyMsg)
+	if p == nil {
+		p = new(replyMsg)
+		p.put = func() {
+			p.m = rpc.Msg{} // Items went to the caller: not reused
+			replyMsgs.Put(p)
+		}
+	}
+	return p
+}
+
+var replyMsgs sync.Pool

@@ -1,0 +1,181 @@
+package rpcrdma
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
+)
+
+// The send side of a Conn. Send is rpc.Transport's: a call on a
+// requester (requester.send: plan, register, post), a reply on a responder
+// (responder.sendReply). Both post through sendMsg, which builds the
+// message in a send slot, and post, which takes a send-queue entry and
+// records the completion callback the loop runs (conn_recv.go). Memory a
+// chunk offers is registered with register and released with releaseAll.
+
+// Send implements rpc.Transport. On a requester it sends the call m: it
+// blocks until a credit is available (respecting ctx) and returns after
+// posting the Send; the call's memory (Items, ResultBufs) stays in use
+// until its reply arrives or CancelCall. On a responder it sends the reply
+// m to the call it answers, and returns once the reply's memory is no
+// longer in use (responder.sendReply). Send may be called concurrently.
+func (c *Conn) Send(ctx context.Context, m *rpc.Msg) error {
+	if c.resp != nil {
+		return c.resp.sendReply(ctx, m)
+	}
+	if len(m.XDR) < 8 {
+		return fmt.Errorf("rpcrdma: call of %d bytes has no RPC header", len(m.XDR))
+	}
+	if err := c.req.credits.acquire(ctx); err != nil {
+		return err
+	}
+	oc := newOutCall(binary.BigEndian.Uint32(m.XDR), m)
+	if err := c.req.send(ctx, oc, c.req.version()); err != nil {
+		c.req.credits.release()
+		outCalls.Put(oc)
+		return err
+	}
+	return nil
+}
+
+// post posts a send-queue work request whose completion runs done on the
+// loop goroutine. It waits for a free send-queue entry, respecting ctx.
+func (c *Conn) post(ctx context.Context, wr *rdma.WorkRequest, done func(rdma.Completion)) error {
+	if err := take(ctx, c.sqSlots, c.done, c.Err); err != nil {
+		return err
+	}
+	wr.ID = c.opID.Add(1)
+	c.opsMu.Lock()
+	c.ops[wr.ID] = done
+	c.opsMu.Unlock()
+	if err := c.rc.PostSend(wr); err != nil {
+		c.opsMu.Lock()
+		_, mine := c.ops[wr.ID]
+		delete(c.ops, wr.ID)
+		c.opsMu.Unlock()
+		if !mine {
+			// The connection ended meanwhile, and failOps has
+			// completed the request as flushed: done has the outcome.
+			return nil
+		}
+		c.sqSlots <- struct{}{}
+		if errors.Is(err, net.ErrClosed) {
+			return c.connErr(err)
+		}
+		return fmt.Errorf("rpcrdma: posting %v: %w", wr.Op, err)
+	}
+	return nil
+}
+
+// takeValue receives from ch, waiting until ctx or done ends first (then
+// ctx's error, or ended's). It tries a receive alone first: with a value
+// ready, that costs much less than the select, and it is the common case
+// (a free send slot or send-queue entry).
+func takeValue[T any](ctx context.Context, ch chan T, done <-chan struct{}, ended func() error) (T, error) {
+	select {
+	case v := <-ch:
+		return v, nil
+	default:
+	}
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	case <-done:
+		var zero T
+		return zero, ended()
+	}
+}
+
+// take is takeValue for a channel of tokens.
+func take(ctx context.Context, ch chan struct{}, done <-chan struct{}, ended func() error) error {
+	_, err := takeValue(ctx, ch, done, ended)
+	return err
+}
+
+// sendMsg builds the message hdr followed by pieces in a send slot and
+// posts it as a Send (with Invalidate when inv is not zero). It waits for a
+// free send slot. If wait is true it returns after the Send completes, else
+// after posting.
+func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait bool) error {
+	slot, err := takeValue(ctx, c.sendFree, c.done, c.Err)
+	if err != nil {
+		return err
+	}
+	n := hdr.EncodedLen()
+	for _, p := range pieces {
+		n += len(p)
+	}
+	if n > c.sendSize {
+		c.sendFree <- slot
+		return fmt.Errorf("rpcrdma: message of %d bytes exceeds the %d-byte send buffer", n, c.sendSize)
+	}
+	off := slot * c.sendSize
+	msg := hdr.Append(c.sendMR.Bytes()[off : off : off+c.sendSize])
+	for _, p := range pieces {
+		msg = append(msg, p...)
+	}
+	s := &c.sends[slot]
+	s.sge[0] = rdma.SGE{MR: c.sendMR, Offset: off, Length: len(msg)}
+	s.wr = rdma.WorkRequest{Op: rdma.OpSend, Local: s.sge[:]}
+	if inv != 0 {
+		s.wr.Op = rdma.OpSendInvalidate
+		s.wr.InvalidateSTag = inv
+	}
+	s.wait = wait
+	c.stats.add(statInlineBytes, uint64(len(msg)))
+	if err := c.post(ctx, &s.wr, s.done); err != nil {
+		c.sendFree <- slot
+		return err
+	}
+	if !wait {
+		return nil
+	}
+	err = <-s.result
+	c.sendFree <- slot
+	return err
+}
+
+// compErr turns a failed completion into an error. Every failed
+// completion means the connection has ended (rdma.Status), so the error is
+// a connection error. It runs on the loop and must not block.
+func (c *Conn) compErr(comp rdma.Completion, what string) error {
+	if comp.Status == rdma.StatusSuccess {
+		return nil
+	}
+	if err := c.Err(); err != nil {
+		return err
+	}
+	if err := c.rc.Err(); err != nil {
+		// Why the provider ended the connection (a Terminate, say)
+		// says more than the status; the loop may not have heard yet.
+		return &ConnError{Op: what, Err: err}
+	}
+	return &ConnError{Op: what, Err: fmt.Errorf("completion status %v", comp.Status)}
+}
+
+// register registers b on the connection and counts it as registered
+// memory.
+func (c *Conn) register(b []byte, access rdma.Access) (rdma.MR, error) {
+	mr, err := c.rc.Register(b, access)
+	if err == nil {
+		c.stats.Registered.Add(int64(len(b)))
+	}
+	return mr, err
+}
+
+// releaseAll deregisters mrs, which register returned.
+func (c *Conn) releaseAll(mrs []rdma.MR) {
+	for _, mr := range mrs {
+		c.stats.Registered.Add(-int64(len(mr.Bytes())))
+		mr.Release()
+	}
+}
