@@ -294,15 +294,7 @@ func (c *Conn) PostRecv(id uint64, sgl []rdma.SGE) error {
 	if c.state == stateDead {
 		return c.deadErr(fmt.Sprintf("post recv %d", id))
 	}
-	if c.q.RQUsed == c.limits.RecvQueueDepth {
-		return fmt.Errorf("iwarp: post recv %d: %d receives outstanding: %w", id, c.q.RQUsed, rdma.ErrQueueFull)
-	}
-	n, err := c.checkSGL(sgl, rdma.AccessLocalWrite)
-	if err != nil {
-		return fmt.Errorf("iwarp: post recv %d: %v: %w", id, err, rdma.ErrInvalid)
-	}
-	c.q.PostRecv(id, sgl, n)
-	return nil
+	return c.q.CheckedPostRecv("iwarp", id, sgl, c.limits.RecvQueueDepth, c.checkSGL)
 }
 
 // PostSend posts a send-queue work request.
@@ -312,27 +304,9 @@ func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
 	if c.state == stateDead {
 		return c.deadErr(fmt.Sprintf("post %v %d", wr.Op, wr.ID))
 	}
-	if !wr.Op.IsSend() && wr.Op != rdma.OpWrite && wr.Op != rdma.OpRead {
-		return fmt.Errorf("iwarp: post send %d: op %v: %w", wr.ID, wr.Op, rdma.ErrInvalid)
+	if err := c.q.CheckedPostSend("iwarp", wr, c.limits.SendQueueDepth, c.limits.ORD, MaxMessageSize, c.checkSGL); err != nil {
+		return err
 	}
-	if c.q.SQUsed == c.limits.SendQueueDepth {
-		return fmt.Errorf("iwarp: post %v %d: %d work requests outstanding: %w", wr.Op, wr.ID, c.q.SQUsed, rdma.ErrQueueFull)
-	}
-	if wr.Op == rdma.OpRead && c.q.Reads >= c.limits.ORD {
-		return fmt.Errorf("iwarp: post %v %d: %d reads outstanding, ORD %d: %w", wr.Op, wr.ID, c.q.Reads, c.limits.ORD, rdma.ErrQueueFull)
-	}
-	var need rdma.Access
-	if wr.Op == rdma.OpRead {
-		need = rdma.AccessLocalWrite
-	}
-	n, err := c.checkSGL(wr.Local, need)
-	if err != nil {
-		return fmt.Errorf("iwarp: post %v %d: %v: %w", wr.Op, wr.ID, err, rdma.ErrInvalid)
-	}
-	if n > MaxMessageSize {
-		return fmt.Errorf("iwarp: post %v %d: %d bytes, more than %d: %w", wr.Op, wr.ID, n, MaxMessageSize, rdma.ErrInvalid)
-	}
-	c.q.PostSend(wr, n)
 	wq.Signal(c.kick)
 	return nil
 }

@@ -11,6 +11,7 @@ package wq
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
@@ -109,6 +110,58 @@ func New(sq, rq int) Queues {
 	memreg.PresizeSGLs(q.SQ.Buf, func(w *SendWR) *[]rdma.SGE { return &w.SGL })
 	memreg.PresizeSGLs(q.RQ.Buf, func(r *RecvWR) *[]rdma.SGE { return &r.SGL })
 	return q
+}
+
+// SGLChecker checks a local scatter/gather list against the access it
+// needs and returns how many bytes it names (the providers' checkSGL, over
+// memreg.CheckSGL).
+type SGLChecker func(sgl []rdma.SGE, need rdma.Access) (int, error)
+
+// CheckedPostSend is the front end of a provider's PostSend: it checks wr
+// (a send-queue opcode, a free entry of the sqDepth, an ORD slot for an
+// RDMA Read, a local list that check accepts naming at most maxMsg bytes)
+// and queues it. Its errors start with name ("iwarp", "loopback") and wrap
+// rdma.ErrInvalid or rdma.ErrQueueFull. The caller holds the lock that
+// guards q and has checked that the connection is alive.
+func (q *Queues) CheckedPostSend(name string, wr *rdma.WorkRequest, sqDepth, ord, maxMsg int, check SGLChecker) error {
+	if !wr.Op.IsSend() && wr.Op != rdma.OpWrite && wr.Op != rdma.OpRead {
+		return fmt.Errorf("%s: post send %d: op %v: %w", name, wr.ID, wr.Op, rdma.ErrInvalid)
+	}
+	if q.SQUsed == sqDepth {
+		return fmt.Errorf("%s: post %v %d: %d work requests outstanding: %w", name, wr.Op, wr.ID, q.SQUsed, rdma.ErrQueueFull)
+	}
+	if wr.Op == rdma.OpRead && q.Reads >= ord {
+		return fmt.Errorf("%s: post %v %d: %d reads outstanding, ORD %d: %w", name, wr.Op, wr.ID, q.Reads, ord, rdma.ErrQueueFull)
+	}
+	var need rdma.Access
+	if wr.Op == rdma.OpRead {
+		need = rdma.AccessLocalWrite
+	}
+	n, err := check(wr.Local, need)
+	if err != nil {
+		return fmt.Errorf("%s: post %v %d: %v: %w", name, wr.Op, wr.ID, err, rdma.ErrInvalid)
+	}
+	if n > maxMsg {
+		return fmt.Errorf("%s: post %v %d: %d bytes, more than %d: %w", name, wr.Op, wr.ID, n, maxMsg, rdma.ErrInvalid)
+	}
+	q.PostSend(wr, n)
+	return nil
+}
+
+// CheckedPostRecv is the front end of a provider's PostRecv: it checks
+// that a receive-queue entry of the rqDepth is free and that check accepts
+// sgl for local writes, and queues the receive. Errors are as for
+// CheckedPostSend.
+func (q *Queues) CheckedPostRecv(name string, id uint64, sgl []rdma.SGE, rqDepth int, check SGLChecker) error {
+	if q.RQUsed == rqDepth {
+		return fmt.Errorf("%s: post recv %d: %d receives outstanding: %w", name, id, q.RQUsed, rdma.ErrQueueFull)
+	}
+	n, err := check(sgl, rdma.AccessLocalWrite)
+	if err != nil {
+		return fmt.Errorf("%s: post recv %d: %v: %w", name, id, err, rdma.ErrInvalid)
+	}
+	q.PostRecv(id, sgl, n)
+	return nil
 }
 
 // PostSend queues wr, whose SGL the provider has checked and found to
