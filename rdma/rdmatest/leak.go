@@ -1,85 +1,13 @@
 package rdmatest
 
 import (
-	"runtime"
-	"strings"
 	"testing"
-	"time"
-)
 
-// leakWait bounds how long CheckGoroutines waits for goroutines to exit.
-const leakWait = 2 * time.Second
+	"github.com/go-rpcrdma/rpcrdma/internal/leaktest"
+)
 
 // CheckGoroutines records the goroutines running now and, when t and its
 // cleanups registered later have finished, fails t if goroutines started
-// since are still running after a bounded wait. Goroutines started by
-// package testing or the runtime are ignored. It must not be used in
-// parallel tests, whose goroutines it would count.
-func CheckGoroutines(t testing.TB) { checkGoroutines(t, leakWait) }
-
-func checkGoroutines(t testing.TB, wait time.Duration) {
-	before := make(map[string]bool)
-	for _, g := range goroutines() {
-		before[g.id] = true
-	}
-	t.Cleanup(func() {
-		deadline := time.Now().Add(wait)
-		for {
-			var leaked []string
-			for _, g := range goroutines() {
-				if !before[g.id] && !g.ignored() {
-					leaked = append(leaked, g.stack)
-				}
-			}
-			if len(leaked) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%d goroutines leaked:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
-}
-
-type goroutine struct {
-	id    string // "goroutine 42"
-	stack string
-}
-
-// ignored reports goroutines that the test framework or runtime start.
-func (g goroutine) ignored() bool {
-	i := strings.LastIndex(g.stack, "\ncreated by ")
-	if i < 0 {
-		return true // the main goroutine
-	}
-	creator := g.stack[i+len("\ncreated by "):]
-	for _, p := range []string{"testing.", "runtime.", "os/signal.", "time.goFunc"} {
-		if strings.HasPrefix(creator, p) {
-			return true
-		}
-	}
-	return false
-}
-
-func goroutines() []goroutine {
-	buf := make([]byte, 1<<16)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var gs []goroutine
-	for _, s := range strings.Split(string(buf), "\n\n") {
-		id, _, ok := strings.Cut(s, " [")
-		if !ok || !strings.HasPrefix(id, "goroutine ") {
-			continue
-		}
-		gs = append(gs, goroutine{id: id, stack: s})
-	}
-	return gs
-}
+// since are still running after a bounded wait. It is leaktest.Check, kept
+// here for the providers' tests. It must not be used in parallel tests.
+func CheckGoroutines(t testing.TB) { leaktest.Check(t) }

@@ -1,4 +1,4 @@
-package rdmatest
+package leaktest
 
 import (
 	"fmt"
@@ -26,9 +26,9 @@ func (r *recorder) finish() {
 	}
 }
 
-func TestCheckGoroutinesFindsLeak(t *testing.T) {
+func TestCheckFindsLeak(t *testing.T) {
 	r := &recorder{TB: t}
-	checkGoroutines(r, 50*time.Millisecond)
+	check(r, 50*time.Millisecond)
 	stop := make(chan struct{})
 	go leakyHelper(stop)
 	r.finish()
@@ -38,9 +38,9 @@ func TestCheckGoroutinesFindsLeak(t *testing.T) {
 	}
 }
 
-func TestCheckGoroutinesWaits(t *testing.T) {
+func TestCheckWaits(t *testing.T) {
 	r := &recorder{TB: t}
-	checkGoroutines(r, 2*time.Second)
+	check(r, 2*time.Second)
 	stop := make(chan struct{})
 	go leakyHelper(stop)
 	time.AfterFunc(30*time.Millisecond, func() { close(stop) })
