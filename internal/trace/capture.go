@@ -16,6 +16,14 @@ import (
 // nanosecond timestamps) and pcapng (draft-ietf-opsawg-pcapng: Section
 // Header, Interface Description, Enhanced, Simple and obsolete Packet
 // blocks; other blocks are skipped). Either may be gzip-compressed.
+//
+// Why a reader of our own rather than gopacket's pcapgo, which reads both
+// formats: a requirement in go.mod is listed in the module graph of every
+// user of this module (go list -m all), whatever package they import, and
+// the library's graph is to hold only what the library uses; only this
+// internal package would use gopacket. The reader is small, bounds every
+// length before it allocates (maxRecord), and is fuzzed (FuzzCapture)
+// and checked against real captures (capture_real_test.go).
 const (
 	pcapMagicMicro = 0xa1b2c3d4
 	pcapMagicNano  = 0xa1b23c4d
