@@ -59,33 +59,27 @@ func planCall(h *wire.Header, m *rpc.Msg, s *callShape, p *callPlan) error {
 	// Reduce: inline the small items; the others go in read chunks at
 	// their positions in the un-reduced XDR stream, with their length
 	// word left inline (RFC 8166 section 3.4.5).
-	prev, shift := 0, 0
-	for i, it := range m.Items {
-		if it.Offset < prev || it.Offset > len(m.XDR) {
-			return fmt.Errorf("rpcrdma: call 0x%x: DDP item at offset %d out of order", h.XID, it.Offset)
-		}
-		p.pieces = append(p.pieces, m.XDR[prev:it.Offset])
-		p.inlineLen += it.Offset - prev
-		prev = it.Offset
-		padded := xdr.RoundUp(len(it.Data))
+	shift := 0
+	var err error
+	p.pieces, p.inlineLen, err = reduce(m, p.pieces, func(i int, it rpc.DDPItem) bool {
+		pos := it.Offset + shift
+		shift += xdr.RoundUp(len(it.Data))
 		if len(it.Data) < s.threshold {
-			p.pieces = append(p.pieces, it.Data, zeroPad[:xdr.Pad(len(it.Data))])
-			p.inlineLen += padded
-			shift += padded
-			continue
+			return false
 		}
 		n := len(it.Data)
 		if s.padChunks {
-			n = padded
+			n = xdr.RoundUp(n)
 		}
 		for _, seg := range segments(n, s.segSize) {
-			h.Chunks.Reads = append(h.Chunks.Reads, wire.ReadSegment{Position: uint32(it.Offset + shift), Segment: seg})
+			h.Chunks.Reads = append(h.Chunks.Reads, wire.ReadSegment{Position: uint32(pos), Segment: seg})
 		}
 		p.chunked = append(p.chunked, i)
-		shift += padded
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("rpcrdma: call 0x%x: %w", h.XID, err)
 	}
-	p.pieces = append(p.pieces, m.XDR[prev:])
-	p.inlineLen += len(m.XDR) - prev
 
 	for _, buf := range m.ResultBufs {
 		h.Chunks.Writes = append(h.Chunks.Writes, segments(len(buf), s.segSize))
@@ -115,6 +109,29 @@ func planCall(h *wire.Header, m *rpc.Msg, s *callShape, p *callPlan) error {
 		return fmt.Errorf("%w: call 0x%x: %v", ErrCallTooLarge, h.XID, err)
 	}
 	return nil
+}
+
+// reduce walks m's held-apart items in order and returns the message as
+// pieces appended to pieces, and their length: the XDR stream with each
+// item either inlined (its data and XDR pad) or, where apart(i, item)
+// reports true, left out for a chunk to carry. It fails if the items are
+// out of order.
+func reduce(m *rpc.Msg, pieces [][]byte, apart func(i int, it rpc.DDPItem) bool) ([][]byte, int, error) {
+	prev, n := 0, 0
+	for i, it := range m.Items {
+		if it.Offset < prev || it.Offset > len(m.XDR) {
+			return pieces, n, fmt.Errorf("item at offset %d out of order", it.Offset)
+		}
+		pieces = append(pieces, m.XDR[prev:it.Offset])
+		n += it.Offset - prev
+		prev = it.Offset
+		if !apart(i, it) {
+			pieces = append(pieces, it.Data, zeroPad[:xdr.Pad(len(it.Data))])
+			n += xdr.RoundUp(len(it.Data))
+		}
+	}
+	pieces = append(pieces, m.XDR[prev:])
+	return pieces, n + len(m.XDR) - prev, nil
 }
 
 // replyHeaderLen returns the size of the transport header of an inline
@@ -205,28 +222,27 @@ func planReply(h *wire.Header, m *rpc.Msg, s *replyShape, p *replyPlan) error {
 			h.Chunks.Writes[i] = fill(wc, 0)
 		}
 	}
-	prev := 0
-	for i, it := range m.Items {
-		if it.Offset < prev || it.Offset > len(m.XDR) {
-			return fmt.Errorf("rpcrdma: reply 0x%x: result item at offset %d out of order", h.XID, it.Offset)
-		}
-		p.pieces = append(p.pieces, m.XDR[prev:it.Offset])
-		p.inlineLen += it.Offset - prev
-		prev = it.Offset
+	var tooLarge error
+	var err error
+	p.pieces, p.inlineLen, err = reduce(m, p.pieces, func(i int, it rpc.DDPItem) bool {
 		next := len(p.results)
-		if next >= len(s.writes) || len(it.Data) == 0 {
-			p.pieces = append(p.pieces, it.Data, zeroPad[:xdr.Pad(len(it.Data))])
-			p.inlineLen += xdr.RoundUp(len(it.Data))
-			continue
+		if next >= len(s.writes) || len(it.Data) == 0 || tooLarge != nil {
+			return false
 		}
 		if n := s.writes[next].Length(); uint64(len(it.Data)) > n {
-			return &planError{xid: h.XID, why: fmt.Sprintf("result of %d bytes exceeds write chunk %d of %d bytes", len(it.Data), next, n)}
+			tooLarge = &planError{xid: h.XID, why: fmt.Sprintf("result of %d bytes exceeds write chunk %d of %d bytes", len(it.Data), next, n)}
+			return false
 		}
 		h.Chunks.Writes[next] = fill(s.writes[next], len(it.Data))
 		p.results = append(p.results, i)
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("rpcrdma: reply 0x%x: %w", h.XID, err)
 	}
-	p.pieces = append(p.pieces, m.XDR[prev:])
-	p.inlineLen += len(m.XDR) - prev
+	if tooLarge != nil {
+		return tooLarge
+	}
 
 	if h.EncodedLen()+p.inlineLen <= s.sendLimit {
 		return nil
