@@ -60,6 +60,7 @@ type Conn struct {
 	recvSize  int
 	sendMR    rdma.MR
 	sendSize  int
+	role      role         // req or resp
 	req       *requester   // nil on a responder
 	resp      *responder   // nil on a requester
 	bc        *Backchannel // nil unless Config.BackwardCredits is set
@@ -113,6 +114,20 @@ type Conn struct {
 	side       sync.WaitGroup
 
 	stats counters // atomic, updated by whoever sees the event
+}
+
+// role is what a requester and a responder each do with the messages the
+// loop receives (requester.go, responder.go).
+type role interface {
+	// onMessage handles a received message on the loop; derr is why its
+	// transport header did not decode, raw its first bytes then.
+	onMessage(in *inbound, derr error, raw []byte)
+	// closeAll releases what the role holds once the connection has
+	// ended with err.
+	closeAll(err error)
+	// outstanding returns how many calls are outstanding (requester)
+	// or received and unanswered (responder).
+	outstanding() int
 }
 
 // sendSlot is the reusable state of one send buffer: providers do not
@@ -321,10 +336,8 @@ func (c *Conn) fail(err error) {
 		close(c.done)
 		c.cancel()
 		c.rc.Close()
-		if c.req != nil {
-			c.req.closeAll(c.Err())
-		} else if c.resp != nil {
-			c.resp.closeAll()
+		if c.role != nil {
+			c.role.closeAll(c.Err())
 		}
 		if c.bc != nil {
 			c.bc.end(c.Err())

@@ -115,11 +115,7 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 	}
 	// Dispatch before reposting: when the peer has closed after its last
 	// message, the repost fails, and the message must still count.
-	if c.responder {
-		c.resp.onMessage(&in, derr, raw)
-	} else {
-		c.req.onMessage(&in, derr)
-	}
+	c.role.onMessage(&in, derr, raw)
 	// A repost fails only once the connection has ended; the provider
 	// then returns every completion it still holds before Wait reports
 	// the end, and the loop fails the connection there. Failing it here

@@ -24,6 +24,7 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 	}
 	c := newConn(*cfg, false)
 	c.req = newRequester(c)
+	c.role = c.req
 	back := int(c.cfg.BackwardCredits)
 	if back > 0 {
 		c.bc = newBackchannel(c)
@@ -103,6 +104,7 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest) (*Conn, error) {
 	c := newConn(l.cfg, true)
 	c.resp = &responder{c: c, pending: make(map[uint32]*inCall), done: make(map[uint32]*readReply)}
+	c.role = c.resp
 	grantMax := c.cfg.Grant.Grant(^uint32(0))
 	back := int(c.cfg.BackwardCredits)
 	if back > 0 {

@@ -275,3 +275,12 @@ func fill(chunk wire.WriteChunk, n int) wire.WriteChunk {
 	}
 	return out
 }
+
+// flatten returns the n bytes of pieces in one buffer.
+func flatten(pieces [][]byte, n int) []byte {
+	flat := make([]byte, 0, n)
+	for _, p := range pieces {
+		flat = append(flat, p...)
+	}
+	return flat
+}

@@ -18,9 +18,10 @@ import (
 // The requester: marshaling calls (RFC 5666 sections 3.4-3.7, 5.1) and
 // matching replies.
 //
-// Life of a call. Send takes a credit, decides how each part travels,
-// registers the caller's memory for the chunks it offers, records the call
-// by XID and posts the Send. The loop receives the reply, checks it against
+// Life of a call. Send takes a credit; marshal decides how each part
+// travels (planCall, plan.go), registers the caller's memory for the
+// chunks it offers (register); send records the call by XID and posts the
+// Send. The loop receives the reply, checks it against
 // what was offered, updates the grant, invalidates every registration (but
 // one the responder invalidated with Send With Invalidate), returns the
 // credit and hands the reply to Recv (or to rpc.Pusher's deliver, from the
@@ -29,7 +30,7 @@ import (
 // arrives, since the responder still counts it; if none comes within
 // AbandonTimeout, the connection ends (abandoned).
 //
-// How a call travels:
+// How a call travels (planCall):
 //   - DDP-eligible argument items of at least DDPThreshold bytes go in read
 //     chunks, one per item, at the item's position in the un-reduced XDR
 //     stream; the length word stays inline, the XDR pad is not sent (RFC
@@ -176,11 +177,7 @@ func (r *requester) register(oc *outCall, h *wire.Header, p *callPlan) error {
 	c := r.c
 	reads := h.Chunks.Reads
 	if p.long {
-		long := make([]byte, 0, p.inlineLen)
-		for _, piece := range p.pieces {
-			long = append(long, piece...)
-		}
-		mr, err := c.register(long, rdma.AccessRemoteRead)
+		mr, err := c.register(flatten(p.pieces, p.inlineLen), rdma.AccessRemoteRead)
 		if err != nil {
 			return fmt.Errorf("rpcrdma: registering long call 0x%x: %w", oc.xid, err)
 		}
@@ -235,7 +232,7 @@ func locate(seg *wire.Segment, mr rdma.MR) {
 }
 
 // onMessage handles a message received by a requester, on the loop.
-func (r *requester) onMessage(in *inbound, derr error) {
+func (r *requester) onMessage(in *inbound, derr error, _ []byte) {
 	c := r.c
 	h := &in.hdr
 	if derr != nil {
@@ -502,6 +499,13 @@ func (r *requester) abandoned(xid uint32, oc *outCall, d time.Duration) {
 	}
 	r.c.log.Warn("rpcrdma: no reply to a cancelled call; ending the connection", "xid", xid, "waited", d)
 	r.c.fail(&ConnError{Op: "reply", Err: fmt.Errorf("no reply to cancelled call 0x%x within %v: its credit cannot be reused until one comes", xid, d)})
+}
+
+// outstanding returns how many calls are outstanding.
+func (r *requester) outstanding() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.calls)
 }
 
 // closeAll forgets every outstanding call when the connection ends.

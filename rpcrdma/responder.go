@@ -33,10 +33,12 @@ import (
 // an rpc.Body (a position-zero chunk becomes the XDR stream, data chunks
 // become held-apart items, with their XDR pad dropped if the requester sent
 // it), and what it offered for its reply is remembered. Send, called with
-// the reply, writes the reply's held-apart results into the write chunks in
-// order (never the pad), then sends the reply inline if it fits, else
-// writes it into the reply chunk and sends RDMA_NOMSG, else answers
-// ERR_CHUNK; only a reply with RDMA Writes waits for its Send to complete.
+// the reply, plans it (planReply, plan.go): the reply's held-apart results
+// go into the write chunks in order (never the pad), then the reply is
+// sent inline if it fits, else written into the reply chunk and announced
+// with RDMA_NOMSG, else answered with ERR_CHUNK. sendReply then registers
+// the results and posts the RDMA Writes and the Send; only a reply with
+// RDMA Writes waits for its Send to complete.
 // Replies go out in the requester's version.
 
 type responder struct {
@@ -442,15 +444,6 @@ func soleSTag(cl *wire.ChunkLists) rdma.STag {
 	return rdma.STag(s)
 }
 
-// flatten returns the n bytes of pieces in one buffer.
-func flatten(pieces [][]byte, n int) []byte {
-	flat := make([]byte, 0, n)
-	for _, p := range pieces {
-		flat = append(flat, p...)
-	}
-	return flat
-}
-
 // sendReply sends the reply m to the call it answers.
 func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	c := r.c
@@ -635,8 +628,15 @@ func (r *responder) releaseReadReply(xid uint32) bool {
 	return true
 }
 
+// outstanding returns how many calls are received and not yet answered.
+func (r *responder) outstanding() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.npending
+}
+
 // closeAll releases every read-chunk reply when the connection ends.
-func (r *responder) closeAll() {
+func (r *responder) closeAll(error) {
 	r.mu.Lock()
 	done := r.done
 	r.done = map[uint32]*readReply{}

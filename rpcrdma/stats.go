@@ -216,14 +216,8 @@ func (c *Conn) Stats() StatsSnapshot {
 		}
 	}
 	snap.Registered = s.Registered.Load()
-	if c.req != nil {
-		c.req.mu.Lock()
-		snap.CallsPending = len(c.req.calls)
-		c.req.mu.Unlock()
-	} else if c.resp != nil {
-		c.resp.mu.Lock()
-		snap.CallsPending = c.resp.npending
-		c.resp.mu.Unlock()
+	if c.role != nil {
+		snap.CallsPending = c.role.outstanding()
 	}
 	return snap
 }
