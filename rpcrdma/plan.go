@@ -24,12 +24,12 @@ var zeroPad [4]byte
 // callShape is what the requester's chunk plan depends on besides the
 // call: the negotiated limits and how chunks are cut.
 type callShape struct {
-	threshold  int  // DDP-eligible items of at least this many bytes go in read chunks
-	sendLimit  int  // largest message the responder receives inline
-	replyLimit int  // largest message this requester receives inline
-	segSize    int  // cut read and write chunks into segments of at most this many bytes; 0: one segment
-	padChunks  bool // include the XDR pad in read chunks, as RFC 5666 requesters did
-	lim        wire.Limits
+	threshold  int         // DDP-eligible items of at least this many bytes go in read chunks
+	sendLimit  int         // largest message the responder receives inline
+	replyLimit int         // largest message this requester receives inline
+	segSize    int         // cut read and write chunks into segments of at most this many bytes; 0: one segment
+	padChunks  bool        // include the XDR pad in read chunks, as RFC 5666 requesters did
+	lim        wire.Limits // what the header must satisfy; MaxHeaderSize is set from sendLimit
 }
 
 // callPlan is how one call travels. hdr, given to planCall, holds the
@@ -42,14 +42,15 @@ type callPlan struct {
 	replyLen  int      // bytes of the reply chunk offered; 0 for none
 }
 
-// planCall decides how the call m travels in version v: which items go in
+// planCall decides how the call m travels in version h.Vers: which items go in
 // read chunks, whether each ResultBuf becomes a write chunk (all do),
 // whether a reply chunk is offered and how large, and whether the call is
 // long. It fills h, whose XID, Vers and Credits the caller has set, with
 // the header's Proc and chunk lists (segment handles zero, offsets
 // relative to each chunk's memory) and p with the rest; p.pieces and
 // p.chunked reuse the backing arrays they are given. It fails, with
-// ErrCallTooLarge or a description of a malformed m, without side effects.
+// ErrCallTooLarge or a description of a malformed m; it registers nothing
+// and is safe to call from any goroutine on its own h, m and p.
 func planCall(h *wire.Header, m *rpc.Msg, s *callShape, p *callPlan) error {
 	h.Proc = wire.RDMA_MSG
 	h.Chunks = wire.ChunkLists{}
