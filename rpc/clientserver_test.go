@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/leaktest"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
@@ -233,7 +234,7 @@ func TestClientServer(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkLeaks(t)
+			leaktest.Check(t)
 			h := tc.mk(t)
 			ctx := ctxTimeout(t, 10*time.Second)
 			if err := h.cli.Null(ctx, testProg, 1); err != nil {
@@ -266,7 +267,7 @@ func TestClientServer(t *testing.T) {
 // TestConcurrentOutOfOrder has many calls in flight at once, answered in
 // the reverse order of sending.
 func TestConcurrentOutOfOrder(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	h := newPipeHarness(t, nil, nil)
 	ctx := ctxTimeout(t, 20*time.Second)
 	const n = 100
@@ -308,7 +309,7 @@ func TestConcurrentOutOfOrder(t *testing.T) {
 // TestStatusAnswers checks that each status the server answers reaches the
 // client as the right typed error.
 func TestStatusAnswers(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	h := newPipeHarness(t, nil, nil)
 	ctx := ctxTimeout(t, 10*time.Second)
 	badSys := OpaqueAuth{Flavor: AuthSys, Body: []byte{0, 0, 0, 1}}
@@ -370,7 +371,7 @@ func rawHarness(t *testing.T) (*StreamTransport, *Server) {
 }
 
 func TestRawAnswers(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	raw, srv := rawHarness(t)
 	ctx := ctxTimeout(t, 10*time.Second)
 	exchange := func(send string, wantReply string) {
@@ -411,7 +412,7 @@ func TestRawAnswers(t *testing.T) {
 
 // TestClientDrops feeds a Client replies it cannot use.
 func TestClientDrops(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	c1, c2 := net.Pipe()
 	cli := NewClient(NewStreamTransport(c1, nil))
 	peer := NewStreamTransport(c2, nil)
@@ -489,7 +490,7 @@ func (c *cancelRecorder) CancelCall(xid uint32) {
 }
 
 func TestCancelAndDeadline(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	c1, c2 := net.Pipe()
 	rec := &cancelRecorder{Transport: NewStreamTransport(c1, nil)}
 	h := newHarness(t, nil, rec, NewStreamTransport(c2, nil))
@@ -534,7 +535,7 @@ func TestCancelAndDeadline(t *testing.T) {
 }
 
 func TestClientClose(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	h := newPipeHarness(t, nil, nil)
 	done := make(chan error)
 	go func() { _, err := h.call(context.Background(), procBlock, Body{}); done <- err }()
@@ -554,7 +555,7 @@ func TestClientClose(t *testing.T) {
 }
 
 func TestTransportFailure(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	h := newPipeHarness(t, nil, nil)
 	done := make(chan error)
 	go func() { _, err := h.call(context.Background(), procBlock, Body{}); done <- err }()
@@ -570,7 +571,7 @@ func TestTransportFailure(t *testing.T) {
 }
 
 func TestClientRejectsLongAuth(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	h := newPipeHarness(t, nil, nil)
 	_, err := h.cli.Call(context.Background(), &Request{Prog: testProg, Vers: 1, Cred: OpaqueAuth{Flavor: AuthSys, Body: make([]byte, 401)}})
 	if err == nil || errors.Is(err, net.ErrClosed) {
@@ -586,7 +587,7 @@ func TestClientRejectsLongAuth(t *testing.T) {
 }
 
 func TestMaxInFlight(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	checkMaxInFlight(t, newPipeHarness(t, &ServerOptions{MaxInFlight: 2}, nil))
 }
 
@@ -616,7 +617,7 @@ func checkMaxInFlight(t *testing.T, h *harness) {
 }
 
 func TestShutdownGraceful(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -684,7 +685,7 @@ func nopConn(t *testing.T) net.Conn {
 }
 
 func TestShutdownTimeout(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	h := newPipeHarness(t, nil, nil)
 	done := make(chan error)
 	go func() { _, err := h.call(context.Background(), procBlock, Body{}); done <- err }()
@@ -700,7 +701,7 @@ func TestShutdownTimeout(t *testing.T) {
 }
 
 func TestServerMaxRecord(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	h := newTCPHarness(t, &ServerOptions{Stream: &StreamOptions{MaxRecord: 1024}})
 	h.echo(t, make([]byte, 900), false)
 	_, err := h.call(ctxTimeout(t, 10*time.Second), procEcho, Body{XDR: xdr.AppendOpaque(nil, make([]byte, 2000))})
@@ -712,7 +713,7 @@ func TestServerMaxRecord(t *testing.T) {
 // TestServerHugeClaim sends a fragment header claiming 2 GiB: the server
 // closes the connection without reading further.
 func TestServerHugeClaim(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	c1, c2 := net.Pipe()
 	srv, _ := newTestServer(nil)
 	served := make(chan error, 1)
@@ -731,7 +732,7 @@ func TestServerHugeClaim(t *testing.T) {
 }
 
 func TestCustomAuth(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	o := &ServerOptions{Auth: func(ctx context.Context, c *Call) (OpaqueAuth, error) {
 		switch c.Header.Cred.Flavor {
 		case AuthShort:
@@ -872,7 +873,7 @@ func (t *memTransport) CancelCall(xid uint32) {
 // TestDDPTransport runs the Client and Server over a transport that keeps
 // data items apart and places results into the caller's buffers.
 func TestDDPTransport(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, b := memPair()
 	h := newHarness(t, nil, a, b)
 	ctx := ctxTimeout(t, 10*time.Second)
@@ -926,7 +927,7 @@ func TestDDPTransport(t *testing.T) {
 // TestBadReplyItems checks a reply whose held-apart item overlaps the reply
 // header.
 func TestBadReplyItems(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, b := memPair()
 	cli := NewClient(a)
 	defer cli.Close()
@@ -948,7 +949,7 @@ func TestBadReplyItems(t *testing.T) {
 // TestCloseWhileFull closes a server whose serving loop waits for a free
 // call slot.
 func TestCloseWhileFull(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	h := newPipeHarness(t, &ServerOptions{MaxInFlight: 1}, nil)
 	running, waiting := make(chan error, 1), make(chan error, 1)
 	go func() { _, err := h.call(context.Background(), procBlock, Body{}); running <- err }()
@@ -967,7 +968,7 @@ func TestCloseWhileFull(t *testing.T) {
 }
 
 func TestXIDSkipsPending(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, _ := memPair()
 	c := NewClient(a)
 	defer c.Close()
@@ -1013,7 +1014,7 @@ func (t *callErrTransport) Close() error {
 }
 
 func TestTransportCallError(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	tr := &callErrTransport{xids: make(chan uint32, 4), closed: make(chan struct{})}
 	cli := NewClient(tr)
 	defer cli.Close()
@@ -1061,7 +1062,7 @@ func (t *releaseTransport) Recv() (*Msg, error) {
 // transport once done with it, whatever became of it: results taken, an
 // error answer, or a late reply to an abandoned call. Each exactly once.
 func TestClientReleasesReplies(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, b := memPair()
 	rt := &releaseTransport{memTransport: a, released: make(chan uint32, 8)}
 	h := newHarness(t, nil, rt, b)
@@ -1104,7 +1105,7 @@ func TestClientReleasesReplies(t *testing.T) {
 // TestServerReleasesMessages: the Server gives a call's memory back after
 // the handler returned and the reply went out.
 func TestServerReleasesMessages(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, b := memPair()
 	rt := &releaseTransport{memTransport: b, released: make(chan uint32, 4)}
 	h := newHarness(t, nil, a, rt)
@@ -1142,7 +1143,7 @@ func countWorkers() int {
 // goroutines, and a second burst of MaxInFlight calls runs on the workers
 // the first one started.
 func TestServerWorkers(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, b := memPair()
 	const maxInFlight = 24
 	s := NewServer(&ServerOptions{MaxInFlight: maxInFlight})
@@ -1262,7 +1263,7 @@ func (p *pushTransport) Push(deliver func(*Msg, error)) {
 // through deliver, and the transport's end fails calls and lets Close
 // return.
 func TestClientOverPusher(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, b := memPair()
 	pa := &pushTransport{memTransport: a, t: t, ended: make(chan struct{})}
 	h := newHarness(t, nil, pa, b)
@@ -1297,7 +1298,7 @@ func TestClientOverPusher(t *testing.T) {
 // delivered to it, never calls Recv, holds MaxInFlight with the calls over
 // it waiting for a slot, and ends when the transport does.
 func TestServerOverPusher(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, b := memPair()
 	pb := &pushTransport{memTransport: b, t: t, ended: make(chan struct{})}
 	h := newHarness(t, &ServerOptions{MaxInFlight: 2}, a, pb)
@@ -1312,7 +1313,7 @@ func TestServerOverPusher(t *testing.T) {
 // delivered a call that waits for a free slot: both calls fail, and the
 // waiting one is dropped rather than run.
 func TestCloseWhileFullPushed(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, b := memPair()
 	var released atomic.Int32
 	b.release = func() { released.Add(1) }
@@ -1391,7 +1392,7 @@ func (p pushRecv) Push(deliver func(*Msg, error)) {
 func TestServerCallError(t *testing.T) {
 	for _, pushed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "recv", true: "pushed"}[pushed], func(t *testing.T) {
-			checkLeaks(t)
+			leaktest.Check(t)
 			a, b := memPair()
 			f := &failOnce{memTransport: b, first: make(chan error, 1)}
 			f.first <- &CallError{XID: 7, Err: errTransportRefused}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/leaktest"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
@@ -93,7 +94,7 @@ func startRpcbind(t *testing.T) string {
 // TestInteropRpcbind calls libtirpc's rpcbind with our Client.
 func TestInteropRpcbind(t *testing.T) {
 	addr := startRpcbind(t)
-	checkLeaks(t)
+	leaktest.Check(t)
 	ctx := ctxTimeout(t, 10*time.Second)
 	tr, err := DialTCP(ctx, addr, nil)
 	if err != nil {
@@ -230,7 +231,7 @@ func pmapChange(ctx context.Context, t *testing.T, cli *Client, proc, prog, vers
 func TestInteropRpcinfo(t *testing.T) {
 	rpcinfo := lookTool(t, "rpcinfo")
 	rpcbind := startRpcbind(t)
-	checkLeaks(t)
+	leaktest.Check(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/leaktest"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
@@ -187,7 +188,7 @@ func pipeTransports(t *testing.T, o *StreamOptions) (*StreamTransport, *StreamTr
 }
 
 func TestStreamTransport(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, b := pipeTransports(t, &StreamOptions{MaxFragment: 8})
 	const n = 20
 	var wg sync.WaitGroup
@@ -238,7 +239,7 @@ func TestStreamTransport(t *testing.T) {
 }
 
 func TestStreamTransportLocalClose(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, _ := pipeTransports(t, nil)
 	done := make(chan error)
 	go func() { _, err := a.Recv(); done <- err }()
@@ -251,7 +252,7 @@ func TestStreamTransportLocalClose(t *testing.T) {
 }
 
 func TestStreamTransportSendContext(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, b := pipeTransports(t, nil)
 
 	// Nobody reads: the deadline interrupts the write before any byte
@@ -284,7 +285,7 @@ func TestStreamTransportSendContext(t *testing.T) {
 // TestStreamTransportPartialWrite checks that a write interrupted mid-record
 // closes the transport.
 func TestStreamTransportPartialWrite(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	c1, c2 := net.Pipe()
 	a := NewStreamTransport(c1, nil)
 	defer a.Close()
@@ -302,7 +303,7 @@ func TestStreamTransportPartialWrite(t *testing.T) {
 }
 
 func TestStreamTransportRecordTooLarge(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	c1, c2 := net.Pipe()
 	a := NewStreamTransport(c1, &StreamOptions{MaxRecord: 1024})
 	defer a.Close()
@@ -319,7 +320,7 @@ func TestStreamTransportRecordTooLarge(t *testing.T) {
 }
 
 func TestDialTCP(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/leaktest"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
@@ -166,7 +167,7 @@ func startHeld(ctx context.Context, c *Client, k int) chan error {
 // dials another and sends the calls again there, with the same xids, and
 // they complete.
 func TestReconnectResends(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	n := newRedialNet(t)
 	c := n.client(ReconnectConfig{})
 	errs := startHeld(ctxTimeout(t, 10*time.Second), c, 3)
@@ -195,7 +196,7 @@ func TestReconnectResends(t *testing.T) {
 // connection wait for the next one, and that a waiting call's context
 // still bounds it.
 func TestReconnectWaits(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	n := newRedialNet(t)
 	close(n.release)
 	c := n.client(ReconnectConfig{})
@@ -231,7 +232,7 @@ func TestReconnectWaits(t *testing.T) {
 // Attempts of them, pending and later calls fail with a *ConnError that
 // names the dial's error.
 func TestReconnectGivesUp(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	n := newRedialNet(t)
 	c := n.client(ReconnectConfig{Attempts: 3})
 	errs := startHeld(ctxTimeout(t, 5*time.Second), c, 2)
@@ -261,7 +262,7 @@ func TestReconnectGivesUp(t *testing.T) {
 // TestReconnectFailPending checks FailPending: the calls in flight fail
 // with the connection, and the Client carries on with a new one.
 func TestReconnectFailPending(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	n := newRedialNet(t)
 	c := n.client(ReconnectConfig{FailPending: true})
 	errs := startHeld(ctxTimeout(t, 5*time.Second), c, 2)
@@ -284,7 +285,7 @@ func TestReconnectFailPending(t *testing.T) {
 // TestReconnectCancel checks that a call abandoned after it was sent
 // again is reported to the transport it was last sent on, not the lost one.
 func TestReconnectCancel(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	n := newRedialNet(t)
 	c := n.client(ReconnectConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -320,7 +321,7 @@ func TestReconnectClose(t *testing.T) {
 		gate bool // the dial hangs, rather than failing
 	}{{"backing-off", false}, {"dialing", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkLeaks(t)
+			leaktest.Check(t)
 			n := newRedialNet(t)
 			c := n.client(ReconnectConfig{MinBackoff: time.Hour})
 			errs := startHeld(context.Background(), c, 1)
@@ -364,7 +365,7 @@ func TestReconnectClose(t *testing.T) {
 // has its connection ended after ReplyTimeout, and the calls go again on
 // the next connection.
 func TestReconnectReplyTimeout(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	n := newRedialNet(t)
 	c := n.client(ReconnectConfig{ReplyTimeout: 40 * time.Millisecond})
 	// Idle, with nothing waiting: the connection stays.
@@ -392,7 +393,7 @@ func TestReconnectReplyTimeout(t *testing.T) {
 // drops every connection it has accepted, and the calls in flight complete
 // on the next.
 func TestReconnectStream(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv, st := newTestServer(nil)
 	c, tl := serveReconnecting(t, srv)
 	errs := make(chan error, 4)
@@ -498,7 +499,7 @@ func TestReconnectDialNil(t *testing.T) {
 // TestReconnectNoReplyBacksOff: a server that accepts and drops every
 // connection before answering anything is not redialed in a tight loop.
 func TestReconnectNoReplyBacksOff(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	var dials atomic.Int32
 	dial := func(ctx context.Context) (Transport, error) {
 		dials.Add(1)
@@ -584,7 +585,7 @@ func (t sendBroken) Send(ctx context.Context, m *Msg) error {
 // connection, even if its receiving side has not heard, and the call
 // goes on the next.
 func TestReconnectSendFails(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	n := newRedialNet(t)
 	close(n.release)
 	first := true
@@ -614,7 +615,7 @@ func TestReconnectSendFails(t *testing.T) {
 // TestReconnectTinyReplyTimeout: a ReplyTimeout too small to divide into
 // ticks still works, rather than panicking in time.NewTicker.
 func TestReconnectTinyReplyTimeout(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	n := newRedialNet(t)
 	close(n.release)
 	c := n.client(ReconnectConfig{ReplyTimeout: 3})
@@ -626,22 +627,28 @@ func TestReconnectTinyReplyTimeout(t *testing.T) {
 // TestReconnectIdle: with IdleTimeout, a connection with no call for that
 // long is closed and not redialed until a call needs one; a connection
 // with a call waiting, or with calls coming, stays.
+//
+// The Client samples idleness on a ticker, so the test cannot be exact
+// without a fake clock; instead its intervals are far apart: calls come
+// every 10 ms against an IdleTimeout of 250 ms, so only a stall of a
+// quarter of a second between two calls could close the busy connection.
 func TestReconnectIdle(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
+	const idle = 250 * time.Millisecond
 	n := newRedialNet(t)
-	c := n.client(ReconnectConfig{IdleTimeout: 40 * time.Millisecond})
-	ctx := ctxTimeout(t, 5*time.Second)
+	c := n.client(ReconnectConfig{IdleTimeout: idle})
+	ctx := ctxTimeout(t, 10*time.Second)
 
 	// A call waiting longer than IdleTimeout keeps the connection.
 	errs := startHeld(ctx, c, 1)
 	n.takeXIDs(1)
-	time.Sleep(120 * time.Millisecond)
+	time.Sleep(2 * idle)
 	close(n.release)
 	if err := <-errs; err != nil {
 		t.Fatal(err)
 	}
-	// So do calls every 10 ms.
-	for range 12 {
+	// So do calls every 10 ms, for several IdleTimeouts.
+	for end := time.Now().Add(3 * idle); time.Now().Before(end); {
 		if err := held(ctx, c, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -680,7 +687,7 @@ func TestReconnectIdle(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the idle connection was not closed")
 	}
-	time.Sleep(60 * time.Millisecond)
+	time.Sleep(idle / 2)
 	if n.conns() != 2 {
 		t.Fatalf("%d connections: the client dialed with no call to make", n.conns())
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/leaktest"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
@@ -201,7 +202,7 @@ func recvCount(t *testing.T, tr Transport) (xid, n uint32) {
 // transport: with the cache on, a copy of a call gets the first run's
 // reply, whether it came after the run or during it.
 func TestServerReplyCache(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv, cn := countingServer(&ServerOptions{ReplyCache: 16})
 	defer srv.Close()
 	serve := func() *memTransport {
@@ -258,7 +259,7 @@ func TestServerReplyCache(t *testing.T) {
 
 // TestServerNoReplyCache: without the cache, a copy runs again.
 func TestServerNoReplyCache(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv, _ := countingServer(nil)
 	defer srv.Close()
 	ct, st := memPair()
@@ -284,7 +285,7 @@ func TestReplyCacheExactlyOnce(t *testing.T) {
 		runs  uint32
 	}{{"cache", 16, 1}, {"no-cache", 0, 2}} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkLeaks(t)
+			leaktest.Check(t)
 			srv, cn := countingServer(&ServerOptions{ReplyCache: tc.cache})
 			cn.gate = make(chan struct{})
 			cli, tl := serveReconnecting(t, srv)
@@ -329,7 +330,7 @@ func TestReplyCacheExactlyOnce(t *testing.T) {
 // connection did (its context ended) leaves nothing in the cache, so the
 // copy of its call sent on a new connection runs, and succeeds.
 func TestReplyCacheConnectionFailure(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv := NewServer(&ServerOptions{ReplyCache: 16})
 	var runs atomic.Uint32
 	started := make(chan struct{}, 2)
@@ -363,7 +364,7 @@ func TestReplyCacheConnectionFailure(t *testing.T) {
 // reply cache on, each ran exactly once on the server however often it
 // was sent.
 func TestReconnectChaos(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	n := newRedialNet(t)
 	n.srv = NewServer(&ServerOptions{ReplyCache: 4096})
 	var mu sync.Mutex
@@ -448,7 +449,7 @@ func (rc *replyCache) waiting() int {
 // when its own transport ends, and counts as neither a replay nor a wait;
 // the first run still answers on its transport.
 func TestReplyCacheWaiterGone(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv, cn := countingServer(&ServerOptions{ReplyCache: 16})
 	defer srv.Close()
 	cn.gate = make(chan struct{})

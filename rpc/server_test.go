@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/leaktest"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
@@ -45,7 +46,7 @@ func (r *sendLog) Send(ctx context.Context, m *Msg) error {
 // the call again on its next connection. The handler returns only once
 // Close has cancelled it, so the order is fixed, not a matter of timing.
 func TestCloseWithholdsCancelledFailure(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, b := memPair()
 	rec := &sendLog{Transport: b}
 	srv := NewServer(&ServerOptions{Logger: discardLogger})
@@ -115,7 +116,7 @@ func callMsg(xid, proc uint32) *Msg {
 // MaxInFlight wait for a slot in a queue, not each on a goroutine, and
 // all of them run once the slots free up.
 func TestPushedCallsWaitWithoutGoroutines(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const maxInFlight, calls = 2, 200
 	srv, st := newTestServer(&ServerOptions{MaxInFlight: maxInFlight, Logger: discardLogger})
 	p := &pushSink{t: t, deliver: make(chan func(*Msg, error), 1)}

@@ -278,7 +278,14 @@ func TestReconnectServerRestart(t *testing.T) {
 	}()
 	g.waitArrivals(t, 1)
 	g.stop()
-	time.Sleep(60 * time.Millisecond) // several refused dials
+	// Start the new server only once the client has been refused twice,
+	// however long that takes on a loaded machine.
+	for deadline := time.Now().Add(10 * time.Second); cli.Stats().DialErrors < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: no second refused dial within 10 s", cli.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	g2 := newGatedServer(t, p, addr, nil)
 	close(g2.open)
 	if err := <-done; err != nil {
