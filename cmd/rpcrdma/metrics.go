@@ -75,7 +75,7 @@ func (m *serverMetrics) families() []family {
 	var registered int64
 	for c := range m.conns {
 		s := c.Stats()
-		addStats(&sum, s)
+		sum.Add(&s)
 		registered += s.Registered
 		pending += s.CallsPending
 		granted += int(c.Info().Credits)
@@ -116,7 +116,15 @@ func (m *serverMetrics) families() []family {
 		errSent.samples = append(errSent.samples, sample{"code", name, float64(sum.ErrorsSent[code])})
 		errRecv.samples = append(errRecv.samples, sample{"code", name, float64(sum.ErrorsReceived[code])})
 	}
-	fams := []family{calls, paths, bytes, errSent, errRecv}
+	// Every drop and rejection by reason, named as StatsSnapshot.Counters
+	// names them ("dropped_credit_overrun", "rejected_chunk").
+	discarded := family{name: "rpcrdma_discarded_total", help: "Messages received and dropped (reason dropped_*) or rejected with RDMA_ERROR (reason rejected_*), by reason.", typ: counterType}
+	for _, c := range sum.Counters() {
+		if strings.HasPrefix(c.Name, "dropped_") || strings.HasPrefix(c.Name, "rejected_") {
+			discarded.samples = append(discarded.samples, sample{"reason", c.Name, float64(c.Value)})
+		}
+	}
+	fams := []family{calls, paths, bytes, errSent, errRecv, discarded}
 	if m.provider != nil {
 		ps := m.provider.Stats()
 		fams = append(fams, family{name: "rpcrdma_iwarp_terminates_total", help: "RDMAP Terminate messages, sent (a violation detected here) or received.", typ: counterType, samples: []sample{
@@ -175,31 +183,6 @@ func errCodeName(code int) string {
 	return "other"
 }
 
-// addStats adds the counters of s to sum (gauges are left alone).
-func addStats(sum *rpcrdma.StatsSnapshot, s rpcrdma.StatsSnapshot) {
-	sum.CallsSent += s.CallsSent
-	sum.RepliesReceived += s.RepliesReceived
-	sum.CallsReceived += s.CallsReceived
-	sum.RepliesSent += s.RepliesSent
-	sum.Inline += s.Inline
-	sum.ReadChunks += s.ReadChunks
-	sum.WriteChunks += s.WriteChunks
-	sum.ReplyChunks += s.ReplyChunks
-	sum.LongCalls += s.LongCalls
-	sum.InlineBytes += s.InlineBytes
-	sum.ReadChunkBytes += s.ReadChunkBytes
-	sum.WriteChunkBytes += s.WriteChunkBytes
-	sum.ReplyChunkBytes += s.ReplyChunkBytes
-	for i := range s.ErrorsSent {
-		sum.ErrorsSent[i] += s.ErrorsSent[i]
-		sum.ErrorsReceived[i] += s.ErrorsReceived[i]
-	}
-	sum.Dropped += s.Dropped
-	sum.RemoteInvalid += s.RemoteInvalid
-	sum.VersionFallback += s.VersionFallback
-	sum.ReadReplies += s.ReadReplies
-}
-
 // add starts following c; remove folds its counters into the totals.
 func (m *serverMetrics) add(c *rpcrdma.Conn) {
 	m.mu.Lock()
@@ -213,7 +196,7 @@ func (m *serverMetrics) remove(c *rpcrdma.Conn) {
 	m.mu.Lock()
 	if _, ok := m.conns[c]; ok {
 		delete(m.conns, c)
-		addStats(&m.closed, s)
+		m.closed.Add(&s)
 	}
 	m.mu.Unlock()
 }

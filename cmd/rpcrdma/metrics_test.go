@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
 
 // expoSample is a sample line of the text exposition format, parsed.
@@ -192,6 +193,7 @@ func TestMetricsExposition(t *testing.T) {
 		"rpcrdma_bytes_total":           "counter",
 		"rpcrdma_errors_sent_total":     "counter",
 		"rpcrdma_errors_received_total": "counter",
+		"rpcrdma_discarded_total":       "counter",
 		"rpcrdma_connections":           "gauge",
 		"rpcrdma_connections_total":     "counter",
 		"rpcrdma_registered_bytes":      "gauge",
@@ -220,5 +222,52 @@ func TestMetricsExposition(t *testing.T) {
 	}
 	if calls["NULL"] != 3 || calls["WRITE"] != 0 || len(calls) != 2 {
 		t.Errorf("calls by procedure: %v", calls)
+	}
+}
+
+// TestMetricsReasons: every drop and rejection reason of the connections,
+// closed and open, is a sample of rpcrdma_discarded_total, with its
+// count summed over them.
+func TestMetricsReasons(t *testing.T) {
+	m := newServerMetrics(nil)
+	var a, b rpcrdma.StatsSnapshot
+	a.Reasons[rpcrdma.DropCreditOverrun] = 2
+	a.Reasons[rpcrdma.RejectChunk] = 1
+	b.Reasons[rpcrdma.DropCreditOverrun] = 5
+	b.Reasons[rpcrdma.RejectVersion] = 7
+	m.closed.Add(&a)
+	m.closed.Add(&b)
+	rec := httptest.NewRecorder()
+	m.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	f := parseExposition(t, rec.Body.String())["rpcrdma_discarded_total"]
+	if f == nil {
+		t.Fatalf("no rpcrdma_discarded_total in\n%s", rec.Body.String())
+	}
+	got := map[string]float64{}
+	for _, s := range f.samples {
+		if s.label != "reason" {
+			t.Errorf("sample with label %q, want reason", s.label)
+		}
+		if _, dup := got[s.value]; dup {
+			t.Errorf("reason %q twice", s.value)
+		}
+		got[s.value] = s.v
+	}
+	if len(got) != int(rpcrdma.NumReasons) {
+		t.Errorf("%d reasons, want %d: %v", len(got), rpcrdma.NumReasons, got)
+	}
+	for r := range rpcrdma.NumReasons {
+		name := "dropped_" + r.String()
+		if !r.IsDrop() {
+			name = "rejected_" + strings.TrimPrefix(r.String(), "reject_")
+		}
+		want := map[rpcrdma.Reason]float64{
+			rpcrdma.DropCreditOverrun: 7,
+			rpcrdma.RejectChunk:       1,
+			rpcrdma.RejectVersion:     7,
+		}[r]
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("reason %s: %v (present %v), want %v", name, v, ok, want)
+		}
 	}
 }
