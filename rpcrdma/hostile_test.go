@@ -120,6 +120,29 @@ func (p *rawPeer) tryExchange(msg []byte, wait time.Duration) ([]byte, error) {
 	}
 }
 
+// waitSent waits for the completion of the Send posted with id, so that
+// p.send may be written again; completions of other work requests it
+// meets are dropped (receives are not reposted).
+func (p *rawPeer) waitSent(t testing.TB, id uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		n, err := p.rc.Wait(ctx, p.cs)
+		if err != nil {
+			t.Fatalf("waiting for the completion of send %d: %v", id, err)
+		}
+		for _, c := range p.cs[:n] {
+			if c.ID == id && c.Op == rdma.OpSend {
+				if c.Status != rdma.StatusSuccess {
+					t.Fatalf("send %d completed with %v", id, c.Status)
+				}
+				return
+			}
+		}
+	}
+}
+
 // nullCall is an inline RDMA_MSG carrying a NULL call to testProg.
 func nullCall(xid uint32, vers wire.Version) []byte {
 	h := wire.Header{XID: xid, Vers: vers, Credits: 8, Proc: wire.RDMA_MSG}
@@ -707,7 +730,7 @@ func TestCloseWaitsForSideGoroutines(t *testing.T) {
 		if err := p.rc.PostSend(&rdma.WorkRequest{ID: uint64(3000 + i), Op: rdma.OpSend, Local: []rdma.SGE{{MR: p.send, Length: len(bad)}}}); err != nil {
 			t.Fatal(err)
 		}
-		p.rc.Poll(p.cs)
+		p.waitSent(t, uint64(3000+i)) // before the next copy reuses p.send
 	}
 	// A rejection is counted on the loop before its goroutine starts,
 	// and the loop ends before Close stops taking new ones.
