@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,8 @@ import (
 // VM of the repository's lab/ folder, reached on 127.0.0.1:20049
 // (RPCRDMA_LAB_ADDR overrides). Boot it with lab/run-all.sh (package
 // internal/lab and lab/README.md give the steps); .ci/run does that. The
-// export is a tmpfs with hello.txt.
+// export is a tmpfs with hello.txt; tests that write make a file of their
+// own (exportFile).
 
 const (
 	nfsProg         = 100003
@@ -52,6 +54,24 @@ func dialLinux(t *testing.T, o iwarp.Options, cfg *rpcrdma.Config) (*rpcrdma.Con
 	cli := rpc.NewClient(conn)
 	t.Cleanup(func() { cli.Close(); conn.Close() })
 	return conn, cli
+}
+
+// exportFile creates a file of its own for t in the guest's /export, named
+// after the test, removes it when t ends, and returns its name: the tests
+// that write a file then write different ones, also when another
+// package's lab tests run at the same time. Against a knfsd of
+// RPCRDMA_LAB_ADDR's, where no guest command runs, it returns hello.txt.
+func exportFile(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("RPCRDMA_LAB_ADDR") != "" {
+		return "hello.txt"
+	}
+	name := fmt.Sprintf("%s-%d-%d.txt", strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()), os.Getpid(), time.Now().UnixNano())
+	if out, rc := lab.Run(t, "echo 'hello from the guest' > /export/"+name, lab.CmdTimeout); rc != 0 {
+		t.Fatalf("creating /export/%s in the guest: exit %d\n%s", name, rc, out)
+	}
+	t.Cleanup(func() { lab.Run(t, "rm -f /export/"+name, lab.CmdTimeout) })
+	return name
 }
 
 func authSys(t *testing.T) rpc.OpaqueAuth {
@@ -171,7 +191,7 @@ func TestLinuxNFS(t *testing.T) {
 				t.Fatal("no fallback from version 2 recorded")
 			}
 			root := rootFH(t, cli)
-			fh := lookup(t, cli, root, "hello.txt")
+			fh := lookup(t, cli, root, exportFile(t))
 
 			// GETATTR, and 64 of them in flight at once (knfsd grants 64
 			// credits).
@@ -278,7 +298,7 @@ func TestLinuxMultiFPDUSend(t *testing.T) {
 	if mulpdu >= size {
 		t.Fatalf("MULPDU %d: a %d-byte Send would fit one FPDU", mulpdu, size)
 	}
-	fh := lookup(t, cli, rootFH(t, cli), "hello.txt")
+	fh := lookup(t, cli, rootFH(t, cli), exportFile(t))
 	data := make([]byte, size)
 	for i := range data {
 		data[i] = byte(i*13 + 1)
@@ -358,7 +378,7 @@ func TestLinuxReconnect(t *testing.T) {
 	if err := cli.Null(ctx, nfsProg, 3); err != nil {
 		t.Fatal(err)
 	}
-	fh := lookup(t, cli, rootFH(t, cli), "hello.txt")
+	fh := lookup(t, cli, rootFH(t, cli), exportFile(t))
 
 	data := make([]byte, 1<<20)
 	for i := range data {
@@ -437,6 +457,7 @@ func TestLinuxReconnect(t *testing.T) {
 // iwarp.TestGuestClientMount.)
 func TestLinuxClientReconnect(t *testing.T) {
 	lab.Require(t)
+	lab.Lock(t, "peer") // PeerAddr, where the guest's client connects
 	mark := lab.DmesgMark(t)
 	defer lab.CheckDmesg(t, mark)
 

@@ -188,15 +188,44 @@ func Run(t testing.TB, cmd string, timeout time.Duration) (string, int) {
 	}
 }
 
+// Lock takes the lab's host-side lock called name (a file
+// $WORK/<name>.lock, flock(2)ed) until t ends, waiting while a test in this
+// process or another holds it. Tests that use one of the lab's shared
+// resources take its lock around that use, so that packages tested at
+// once by go test ./... wait their turn instead of failing: "peer" for
+// the host addresses where the guest's clients arrive (PeerAddr,
+// PeerMountAddr and PeerNFSTCPAddr, and the guest's mounts of them). It
+// fails t if name is not a lower-case word or the lock is not free within
+// the lab's bound for a guest command channel wait (twelve minutes).
+func Lock(t testing.TB, name string) {
+	t.Helper()
+	if !lockName.MatchString(name) {
+		t.Fatalf("lab lock %q: want a lower-case word", name)
+	}
+	unlock, err := lockFile(name+".lock", lockWait)
+	if err != nil {
+		t.Fatalf("lab lock: %v", err)
+	}
+	t.Cleanup(unlock)
+}
+
+var lockName = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
 // lockChannel takes the exclusive lock on $WORK/ctl.lock, waiting at most
 // wait, and returns the function that releases it. The lock is flock(2)'s:
 // the kernel drops it if the process dies.
 func lockChannel(wait time.Duration) (unlock func(), err error) {
+	return lockFile("ctl.lock", wait)
+}
+
+// lockFile takes the exclusive flock(2) lock on the file name in $WORK,
+// waiting at most wait, and returns the function that releases it.
+func lockFile(name string, wait time.Duration) (unlock func(), err error) {
 	// Read-only is enough for flock, and works on a lock file another user
 	// created.
-	f, err := os.OpenFile(filepath.Join(Work(), "ctl.lock"), os.O_RDONLY|os.O_CREATE, 0o666)
+	f, err := os.OpenFile(filepath.Join(Work(), name), os.O_RDONLY|os.O_CREATE, 0o666)
 	if err != nil {
-		return nil, fmt.Errorf("command channel lock: %w", err)
+		return nil, fmt.Errorf("lock: %w", err)
 	}
 	deadline := time.Now().Add(wait)
 	for {
@@ -206,7 +235,7 @@ func lockChannel(wait time.Duration) (unlock func(), err error) {
 		}
 		if err != syscall.EWOULDBLOCK || time.Now().After(deadline) {
 			f.Close()
-			return nil, fmt.Errorf("command channel lock %s not taken within %v: %w", f.Name(), wait, err)
+			return nil, fmt.Errorf("lock %s not taken within %v: %w", f.Name(), wait, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

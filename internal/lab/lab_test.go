@@ -154,7 +154,8 @@ func TestGuestSide(t *testing.T) {
 			t.Errorf("device %s: %v", dev, err)
 		}
 	}
-	// /export/hello.txt is there too, but tests over NFS write it.
+	// /export/hello.txt is there too, but tests over NFS may write
+	// files beside it.
 	if b, err := os.ReadFile("/export-ro/readme.txt"); err != nil || string(b) != "read-only export of the lab guest\n" {
 		t.Errorf("/export-ro/readme.txt: %q, %v", b, err)
 	}
@@ -182,4 +183,23 @@ func TestShellQuote(t *testing.T) {
 			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// TestLock: a lab lock is exclusive while its test runs, also against
+// another open of its file (as another process makes), and free after.
+// It needs no VM.
+func TestLock(t *testing.T) {
+	t.Setenv("WORK", t.TempDir())
+	t.Run("held", func(t *testing.T) {
+		Lock(t, "peer")
+		if unlock, err := lockFile("peer.lock", 50*time.Millisecond); err == nil {
+			unlock()
+			t.Error("the peer lock was taken twice")
+		}
+	})
+	unlock, err := lockFile("peer.lock", 10*time.Second)
+	if err != nil {
+		t.Fatalf("the peer lock is still held after its test: %v", err)
+	}
+	unlock()
 }

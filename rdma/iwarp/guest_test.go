@@ -151,6 +151,7 @@ var guestClientPD = []byte{0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0x03, 0x03}
 // client's RFC 8797 private data, accepted, and the NULL call answered.
 func TestGuestClientMount(t *testing.T) {
 	lab.Require(t)
+	lab.Lock(t, "peer") // PeerAddr, where the guest's client connects
 	rdmatest.CheckGoroutines(t)
 	mark := lab.DmesgMark(t)
 	defer lab.CheckDmesg(t, mark)
