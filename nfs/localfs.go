@@ -350,6 +350,11 @@ func (l *LocalFS) own(ctx context.Context, p string, a *nfs3.SetAttr) {
 
 func (l *LocalFS) created(ctx context.Context, p string, a *nfs3.SetAttr) (uint64, error) {
 	l.own(ctx, p, a)
+	if a != nil && a.SetMode { // exactly, as knfsd: not masked by the server's umask
+		if fi, err := l.root.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink == 0 {
+			l.root.Chmod(p, fileMode(a.Mode))
+		}
+	}
 	fi, err := l.root.Lstat(p)
 	if err != nil {
 		return 0, err
