@@ -40,7 +40,7 @@ type testEnv struct {
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
 
-func newEnv(t *testing.T, provider string) *testEnv {
+func newEnv(t testing.TB, provider string) *testEnv {
 	t.Helper()
 	base := t.TempDir()
 	e := &testEnv{dir: filepath.Join(base, "export"), roDir: filepath.Join(base, "ro"), outside: filepath.Join(base, "outside")}
@@ -85,7 +85,7 @@ func newEnv(t *testing.T, provider string) *testEnv {
 }
 
 // start starts the Server and its TCP side with secret.
-func (e *testEnv) start(t *testing.T, secret []byte) {
+func (e *testEnv) start(t testing.TB, secret []byte) {
 	t.Helper()
 	fsys, err := NewLocalFS(e.dir)
 	if err != nil {
@@ -113,7 +113,7 @@ func (e *testEnv) start(t *testing.T, secret []byte) {
 }
 
 // mount mounts export over the environment's transport.
-func (e *testEnv) mount(t *testing.T, export string) *Client {
+func (e *testEnv) mount(t testing.TB, export string) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
