@@ -692,3 +692,53 @@ func TestReplyCacheNonIdempotentOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestVanishingClient: clients that close their connection in the middle
+// of WRITEs and READs leave the server serving the others.
+func TestVanishingClient(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, e *testEnv) {
+		ctx := ctxT(t)
+		c := e.mount(t, "/export")
+		fh, err := c.Create(ctx, c.Root(), "v", nfs3.Unchecked, nfs3.SetAttr{})
+		wantStat(t, "CREATE", err, nfs3.OK)
+		data := make([]byte, 1<<20)
+		for i := range 8 {
+			var tr rpc.Transport
+			if e.provider != nil {
+				tr, err = rpcrdma.Dial(ctx, e.provider, e.rdmaAddr, nil)
+			} else {
+				tr, err = rpc.DialTCP(ctx, e.mountAddr, nil)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc := rpc.NewClient(tr)
+			gone, err := NewClient(ctx, rc, c.Root(), c.cred)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					if i%2 == 0 {
+						gone.Write(ctx, fh, data, 0, nfs3.Unstable)
+					} else {
+						gone.Read(ctx, fh, make([]byte, 1<<20), 0)
+					}
+				})
+			}
+			time.Sleep(time.Duration(i) * time.Millisecond)
+			tr.Close()
+			wg.Wait()
+			rc.Close()
+		}
+		n, err := c.WriteAt(ctx, fh, []byte("still here"), 0)
+		if err != nil || n != 10 {
+			t.Fatalf("the server stopped serving others: %d %v", n, err)
+		}
+		buf := make([]byte, 10)
+		if _, err := c.ReadAt(ctx, fh, buf, 0); err != nil || string(buf) != "still here" {
+			t.Fatalf("read back %q %v", buf, err)
+		}
+	})
+}

@@ -221,6 +221,17 @@ func TestReplySize(t *testing.T) {
 			}
 		}
 	}
+	// With Linux's usable inline receive of 3996 bytes (4096 less the
+	// transport header) and a one-page directory count, exactly READDIR,
+	// READDIRPLUS and READLINK need a reply chunk, as Linux's client
+	// offers one for them (and READ a write chunk, its other results
+	// inline).
+	for p := range Proc(NumProcs) {
+		need := p.ReplySize(4096) > 3996
+		if need != (p == ProcReaddir || p == ProcReaddirplus || p == ProcReadlink) {
+			t.Errorf("%v: ReplySize(4096) = %d", p, p.ReplySize(4096))
+		}
+	}
 	if got := ProcReaddirplus.ReplySize(8192); got != 4+8192 {
 		t.Errorf("READDIRPLUS ReplySize(8192) = %d", got)
 	}
