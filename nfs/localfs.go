@@ -37,8 +37,9 @@ type LocalFS struct {
 	rootIno uint64
 	fsid    uint64
 
-	mu    sync.RWMutex
-	paths map[uint64]string // inode to a path relative to root ("." for the root)
+	mu     sync.RWMutex
+	paths  map[uint64]string    // inode to a path relative to root ("." for the root)
+	missed map[uint64]time.Time // inodes a walk did not find, and when
 
 	files fileCache
 }
@@ -56,7 +57,7 @@ func NewLocalFS(dir string) (*LocalFS, error) {
 		return nil, err
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	l := &LocalFS{root: r, rootIno: st.Ino, fsid: st.Dev, paths: map[uint64]string{st.Ino: "."}}
+	l := &LocalFS{root: r, rootIno: st.Ino, fsid: st.Dev, paths: map[uint64]string{st.Ino: "."}, missed: make(map[uint64]time.Time)}
 	l.files.init(l)
 	return l, nil
 }
@@ -81,6 +82,14 @@ func (l *LocalFS) path(ino uint64) (string, error) {
 			return p, nil
 		}
 	}
+	// A walk costs the whole tree: a client repeating calls on the handle
+	// of a deleted file gets STALE without one for a while.
+	l.mu.RLock()
+	when, recent := l.missed[ino]
+	l.mu.RUnlock()
+	if recent && time.Since(when) < missedFor {
+		return "", nfs3.ErrStale
+	}
 	found := ""
 	err := fs.WalkDir(l.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -101,6 +110,10 @@ func (l *LocalFS) path(ino uint64) (string, error) {
 		if l.paths[ino] == p {
 			delete(l.paths, ino)
 		}
+		if len(l.missed) >= maxMissed {
+			clear(l.missed)
+		}
+		l.missed[ino] = time.Now()
 		l.mu.Unlock()
 		return "", nfs3.ErrStale
 	}
@@ -111,8 +124,16 @@ func (l *LocalFS) path(ino uint64) (string, error) {
 func (l *LocalFS) remember(ino uint64, p string) {
 	l.mu.Lock()
 	l.paths[ino] = p
+	delete(l.missed, ino)
 	l.mu.Unlock()
 }
+
+// How long an inode a walk did not find is STALE without another walk,
+// and how many such inodes are remembered.
+const (
+	missedFor = 10 * time.Second
+	maxMissed = 4096
+)
 
 func inoOf(fi fs.FileInfo) uint64 { return fi.Sys().(*syscall.Stat_t).Ino }
 

@@ -732,6 +732,10 @@ func TestVanishingClient(t *testing.T) {
 			wg.Wait()
 			rc.Close()
 		}
+		// (Calls of the vanished clients may still be running: check on
+		// another file.)
+		fh, err = c.Create(ctx, c.Root(), "w", nfs3.Unchecked, nfs3.SetAttr{})
+		wantStat(t, "CREATE after", err, nfs3.OK)
 		n, err := c.WriteAt(ctx, fh, []byte("still here"), 0)
 		if err != nil || n != 10 {
 			t.Fatalf("the server stopped serving others: %d %v", n, err)
