@@ -77,7 +77,9 @@ type FSStat struct {
 }
 
 // Cred is the identity a call runs as, after squashing (Export.RootSquash).
-// An FS finds it with CredFrom and uses it to own the files it creates.
+// An FS finds it with CredFrom in the calls that create files (Create,
+// Mkdir, Symlink) and in Setattr, and uses it to own what it creates; the
+// Server has checked permissions for every call already.
 type Cred struct {
 	UID, GID uint32
 	GIDs     []uint32

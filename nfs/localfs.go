@@ -147,8 +147,10 @@ func (l *LocalFS) child(dir uint64, name string) (string, error) {
 }
 
 // attr converts what lstat says into fattr3.
-func (l *LocalFS) attr(fi fs.FileInfo) nfs3.Attr {
-	st := fi.Sys().(*syscall.Stat_t)
+func (l *LocalFS) attr(fi fs.FileInfo) nfs3.Attr { return l.statAttr(fi.Sys().(*syscall.Stat_t)) }
+
+// statAttr converts a stat(2) result into fattr3.
+func (l *LocalFS) statAttr(st *syscall.Stat_t) nfs3.Attr {
 	a := nfs3.Attr{
 		Mode: uint32(st.Mode) & 0o7777, Nlink: uint32(st.Nlink), UID: st.Uid, GID: st.Gid,
 		Size: uint64(st.Size), Used: uint64(st.Blocks) * 512,
@@ -180,10 +182,11 @@ func (l *LocalFS) attr(fi fs.FileInfo) nfs3.Attr {
 // Getattr returns the attributes of ino.
 func (l *LocalFS) Getattr(ctx context.Context, ino uint64) (nfs3.Attr, error) {
 	if f := l.files.cached(ino); f != nil {
-		fi, err := f.Stat()
+		var st syscall.Stat_t
+		err := f.fstat(&st)
 		l.files.put(f)
 		if err == nil {
-			return l.attr(fi), nil
+			return l.statAttr(&st), nil
 		}
 	}
 	p, err := l.path(ino)
@@ -315,11 +318,11 @@ func (l *LocalFS) ReadAt(ctx context.Context, ino uint64, b []byte, off int64) (
 	if err != nil {
 		return n, false, err
 	}
-	fi, err := f.Stat()
-	if err != nil {
+	var st syscall.Stat_t
+	if err := f.fstat(&st); err != nil {
 		return n, false, err
 	}
-	return n, off+int64(n) >= fi.Size(), nil
+	return n, off+int64(n) >= st.Size, nil
 }
 
 // WriteAt writes to the file ino; DATA_SYNC and FILE_SYNC writes are
@@ -609,6 +612,13 @@ type openFile struct {
 }
 
 const maxOpenFiles = 64
+
+// fstat is os.File.Stat without its allocation. The caller holds a
+// reference, so the descriptor stays open; regular files are not in Go's
+// poller, so Fd does not change how they block.
+func (f *openFile) fstat(st *syscall.Stat_t) error {
+	return syscall.Fstat(int(f.Fd()), st)
+}
 
 func (c *fileCache) init(l *LocalFS) { c.l, c.files = l, make(map[uint64]*openFile) }
 

@@ -38,9 +38,14 @@ func (s *Server) open(ctx context.Context, c *rpc.Call, fh nfs3.FileHandle) (op,
 	if st != nfs3.OK {
 		return op{}, 0, st
 	}
-	o := op{s: s, ex: ex, cr: ex.cred(c)}
-	o.ctx = context.WithValue(ctx, credKey{}, &o.cr)
-	return o, ino, nfs3.OK
+	return op{s: s, ctx: ctx, ex: ex, cr: ex.cred(c)}, ino, nfs3.OK
+}
+
+// withCred makes the caller's identity visible to the FS (CredFrom), for
+// the calls that create files; the others do without the allocation.
+func (o *op) withCred() {
+	cr := o.cr
+	o.ctx = context.WithValue(o.ctx, credKey{}, &cr)
 }
 
 // attr returns the attributes of ino.
@@ -162,6 +167,7 @@ func (s *Server) setattr(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 			}
 			return nfs3.ErrInval
 		}
+		o.withCred()
 		_, err := o.ex.FS.Setattr(o.ctx, ino, &a.Attr)
 		return s.errStat(o.ctx, err)
 	}()
@@ -432,6 +438,7 @@ func (s *Server) makeIn(ctx context.Context, c *rpc.Call, where *nfs3.DirOpArgs,
 		}
 		return st
 	}
+	o.withCred()
 	ino, err := mk(&o, dir)
 	return o.made(r, dir, &before, ino, err)
 }
