@@ -92,8 +92,9 @@ func TestLinuxMountsOurs(t *testing.T) {
 		}
 		return out
 	}
-	run("mkdir -p /mnt/ours && timeout 60 mount -t nfs -o vers=3,proto=rdma,port=20049,mountport=20048,mountproto=tcp,nolock,noacl,soft,timeo=600,retrans=2 10.0.2.100:/export /mnt/ours", 60*time.Second)
-	defer lab.Run(t, "umount -f /mnt/ours 2>/dev/null; rm -rf /tmp/big /tmp/big2 /tmp/tree /tmp/tree.tar", lab.CmdTimeout)
+	// A mount a failed run left behind is lazily detached first.
+	run("umount -f -l /mnt/ours 2>/dev/null; mkdir -p /mnt/ours && timeout 60 mount -t nfs -o vers=3,proto=rdma,port=20049,mountport=20048,mountproto=tcp,nolock,noacl,soft,timeo=600,retrans=2 10.0.2.100:/export /mnt/ours", 60*time.Second)
+	defer lab.Run(t, "umount -f -l /mnt/ours 2>/dev/null; rm -rf /tmp/big /tmp/big2 /tmp/tree /tmp/tree.tar", lab.CmdTimeout)
 
 	// 64 MiB in and out.
 	out := run("dd if=/dev/urandom of=/tmp/big bs=1M count=64 2>/dev/null && timeout 400 cp /tmp/big /mnt/ours/big && sha256sum /tmp/big", 400*time.Second)
