@@ -273,6 +273,30 @@ func TestServerNoReplyCache(t *testing.T) {
 	}
 }
 
+// TestServerReplyCacheFor: calls ReplyCacheFor leaves out run again.
+func TestServerReplyCacheFor(t *testing.T) {
+	checkLeaks(t)
+	for _, cached := range []bool{false, true} {
+		srv, _ := countingServer(&ServerOptions{ReplyCache: 16, ReplyCacheFor: func(prog, vers, proc uint32) bool {
+			return cached && prog == testProg && proc == procCount
+		}})
+		ct, st := memPair()
+		go srv.Serve(st)
+		rawCall(t, ct, 100, 1)
+		recvCount(t, ct)
+		rawCall(t, ct, 100, 1)
+		want := uint32(2)
+		if cached {
+			want = 1
+		}
+		if _, n := recvCount(t, ct); n != want {
+			t.Errorf("cached %v: copy answered %d, want %d", cached, n, want)
+		}
+		ct.Close()
+		srv.Close()
+	}
+}
+
 // TestReplyCacheExactlyOnce runs a non-idempotent procedure whose reply
 // is lost with its connection: the client sends the call again on a new
 // connection, and the server, with its cache on, answers with the first

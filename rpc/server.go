@@ -173,6 +173,10 @@ type ServerOptions struct {
 	// items together; 0 selects 4096. A larger reply (a READ's data) is
 	// not kept, and a copy of its call arriving later runs again.
 	ReplyCacheBytes int
+	// ReplyCacheFor, if not nil, limits the reply cache to the calls for
+	// which it returns true, such as a program's non-idempotent
+	// procedures (knfsd caches only those); nil caches every call.
+	ReplyCacheFor func(prog, vers, proc uint32) bool
 }
 
 // ServerStats counts a Server's answers and the messages it dropped.
@@ -221,9 +225,10 @@ type Server struct {
 	listeners map[io.Closer]struct{} // net.Listeners and Acceptors being served
 	idle      chan struct{}          // closed when closing and nothing is served any more
 
-	work  sync.Pool   // *callWork
-	cache *replyCache // nil unless ServerOptions.ReplyCache
-	stats serverCounters
+	work     sync.Pool   // *callWork
+	cache    *replyCache // nil unless ServerOptions.ReplyCache
+	cacheFor func(prog, vers, proc uint32) bool
+	stats    serverCounters
 }
 
 // NewServer returns a Server with no handlers. o may be nil.
@@ -256,6 +261,7 @@ func NewServer(o *ServerOptions) *Server {
 			maxBytes = defaultReplyCacheBytes
 		}
 		s.cache = newReplyCache(opts.ReplyCache, maxBytes)
+		s.cacheFor = opts.ReplyCacheFor
 	}
 	return s
 }
@@ -735,7 +741,7 @@ func (s *Server) handle(ctx context.Context, t Transport, m *Msg) {
 		s.accept(ctx, t, w, verf, stat, Body{})
 		return
 	}
-	if s.cache != nil {
+	if s.cache != nil && (s.cacheFor == nil || s.cacheFor(h.Prog, h.Vers, h.Proc)) {
 		e, first := s.cache.begin(s.cache.key(c, remoteAddr(t)))
 		if !first {
 			if s.replay(ctx, t, e) {

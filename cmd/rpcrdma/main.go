@@ -27,6 +27,7 @@ func commands() []command {
 		{"ping", "call NULL and print what the connection negotiated", cmdPing},
 		{"bench", "measure throughput and latency against TCP baselines", cmdBench},
 		{"trace", "decode MPA, DDP, RDMAP, RPC-over-RDMA and ONC RPC in a capture", cmdTrace},
+		{"nfs", "NFSv3 over RDMA or TCP: probe, ls, cat, cp, bench, serve", cmdNFS},
 	}
 }
 

@@ -1,0 +1,112 @@
+package mount
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
+)
+
+type codec interface {
+	Append(*rpc.Body)
+	Decode(*rpc.BodyDecoder) error
+}
+
+func encode(v codec) []byte {
+	var b rpc.Body
+	v.Append(&b)
+	return b.AppendFlat(nil)
+}
+
+func decode(v codec, b []byte) error {
+	d := rpc.NewBodyDecoder(rpc.Body{XDR: b})
+	if err := v.Decode(&d); err != nil {
+		return err
+	}
+	return d.Done()
+}
+
+func dirPath(s string) *DirPath { p := DirPath(s); return &p }
+
+// Vectors written by hand from RFC 1813 Appendix I; each is decoded back,
+// re-encoded, and every strict prefix of it fails to decode.
+func TestGolden(t *testing.T) {
+	cases := []struct {
+		name string
+		v    codec
+		mk   func() codec
+		hex  string
+	}{
+		{"dirpath", dirPath("/export"), func() codec { return new(DirPath) }, "00000007 2f6578706f727400"},
+		{"mountres3 ok", &MntRes{Status: OK, FH: []byte{1, 2, 3, 4, 5}, Flavors: []rpc.AuthFlavor{rpc.AuthSys}},
+			func() codec { return &MntRes{} }, "00000000 00000005 0102030405000000 00000001 00000001"},
+		{"mountres3 noent", &MntRes{Status: ErrNoEnt}, func() codec { return &MntRes{} }, "00000002"},
+		{"mountlist", &DumpRes{Mounts: []MountBody{{Hostname: "h", Directory: "/e"}}},
+			func() codec { return &DumpRes{} }, "00000001 00000001 68000000 00000002 2f650000 00000000"},
+		{"empty mountlist", &DumpRes{}, func() codec { return &DumpRes{} }, "00000000"},
+		{"exports", &ExportRes{Exports: []ExportNode{{Dir: "/e", Groups: []string{"*", "ab"}}, {Dir: "/f"}}},
+			func() codec { return &ExportRes{} },
+			"00000001 00000002 2f650000 00000001 00000001 2a000000 00000001 00000002 61620000 00000000" +
+				" 00000001 00000002 2f660000 00000000 00000000"},
+	}
+	for _, c := range cases {
+		want, err := hex.DecodeString(strings.Join(strings.Fields(c.hex), ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := encode(c.v); !bytes.Equal(got, want) {
+			t.Errorf("%s: encoded %x, want %x", c.name, got, want)
+		}
+		got := c.mk()
+		if err := decode(got, want); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !reflect.DeepEqual(got, c.v) && !bytes.Equal(encode(got), want) {
+			t.Errorf("%s: decoded %+v", c.name, got)
+		}
+		for n := range len(want) {
+			if decode(c.mk(), want[:n]) == nil {
+				t.Errorf("%s: %d of %d bytes decoded", c.name, n, len(want))
+			}
+		}
+	}
+}
+
+func TestRejects(t *testing.T) {
+	long := xdr.AppendString(nil, strings.Repeat("a", MaxPath+1))
+	if err := decode(new(DirPath), long); !errors.Is(err, xdr.ErrTooLong) {
+		t.Errorf("path over MNTPATHLEN: %v", err)
+	}
+	fh := xdr.AppendOpaque(xdr.AppendUint32(nil, 0), make([]byte, FHSize+1))
+	if err := decode(&MntRes{}, fh); !errors.Is(err, xdr.ErrTooLong) {
+		t.Errorf("handle over FHSIZE3: %v", err)
+	}
+	flavors := xdr.AppendUint32(xdr.AppendOpaque(xdr.AppendUint32(nil, 0), nil), 1000)
+	if err := decode(&MntRes{}, flavors); err == nil {
+		t.Error("1000 flavors in 0 bytes decoded")
+	}
+	if got := ProcUmntall.String() + " " + ErrNoEnt.String() + " " + Stat(7).String(); got != "UMNTALL MNT3ERR_NOENT mountstat3(7)" {
+		t.Errorf("names: %s", got)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(uint8(0), []byte("\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x01"))
+	f.Add(uint8(1), []byte("\x00\x00\x00\x01\x00\x00\x00\x01h\x00\x00\x00\x00\x00\x00\x02/e\x00\x00\x00\x00\x00\x00"))
+	f.Add(uint8(2), []byte("\x00\x00\x00\x01\x00\x00\x00\x02/e\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"))
+	f.Add(uint8(3), []byte("\x00\x00\x00\x02/e\x00\x00"))
+	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		v := []func() codec{
+			func() codec { return &MntRes{} }, func() codec { return &DumpRes{} },
+			func() codec { return &ExportRes{} }, func() codec { return new(DirPath) },
+		}[which%4]()
+		if decode(v, data) == nil && !bytes.Equal(encode(v), data) {
+			t.Fatalf("%x re-encoded as %x", data, encode(v))
+		}
+	})
+}

@@ -1,0 +1,236 @@
+package nfs
+
+// A Server answers NFSv3 (RFC 1813) and MOUNT v3 (RFC 1813 Appendix I)
+// over package rpc for one or more exports, each an FS. It registers its
+// procedures on rpc.Servers the caller runs over any transport: TCP
+// (rpc.Server.ServeListener) or RPC-over-RDMA (rpcrdma.Serve); RFC 8267
+// Section 6 keeps MOUNT on TCP. rpc.Server runs the calls of one
+// connection concurrently, and NewRPCServer turns its reply cache on for
+// the non-idempotent procedures.
+//
+// Each call: decode the arguments (GARBAGE_ARGS if they do not decode or
+// leave bytes over), check the file handle (handle.go: BADHANDLE if not
+// ours in form, STALE if not signed by the export it names or naming a
+// file the FS no longer has), take the caller's identity from AUTH_SYS
+// (AUTH_NONE and, with RootSquash, root become the export's anonymous
+// identity), refuse changes to a read-only export with NFS3ERR_ROFS, check
+// the permission bits as knfsd does (perm.go), then call the FS and encode
+// its answer with the attributes RFC 1813 asks for.
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/go-rpcrdma/rpcrdma/nfs/mount"
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+)
+
+// Export is one exported filesystem.
+type Export struct {
+	// Path is the name clients mount it by, e.g. "/export". Clients may
+	// also mount a directory below it ("/export/sub").
+	Path string
+	// FS is the filesystem served.
+	FS FS
+	// ReadOnly refuses every change with NFS3ERR_ROFS.
+	ReadOnly bool
+	// RootSquash maps uid 0 to AnonUID and gid 0 to AnonGID, as knfsd's
+	// root_squash does.
+	RootSquash bool
+	// AnonUID and AnonGID are the identity of AUTH_NONE callers and of
+	// squashed root; 0 selects 65534 (nobody), as knfsd's default.
+	AnonUID, AnonGID uint32
+}
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	Exports []Export
+	// Secret keys the file handles (handle.go). Handles stay valid across
+	// restarts of servers with the same Secret and exports; keep it
+	// private, as anyone who has it can forge handles. nil draws a random
+	// one: handles then die with the Server.
+	Secret []byte
+	// MaxIO is the largest READ and WRITE the server does and advertises
+	// (FSINFO rtmax and wtmax); 0 selects 1 MiB, Linux's largest.
+	MaxIO uint32
+	// Logger receives failures the FS returns that have no NFS status
+	// (answered NFS3ERR_IO); nil discards them.
+	Logger *slog.Logger
+}
+
+// Server serves NFSv3 and MOUNT v3 for its exports. Create it with
+// NewServer; it is safe for concurrent use.
+type Server struct {
+	exports []*export
+	byID    map[uint32]*export
+	verf    nfs3.Verf // write verifier: changes when the server restarts
+	maxIO   uint32
+	log     *slog.Logger
+	mounts  mountTable
+}
+
+type export struct {
+	Export
+	id     uint32
+	key    *handleKey
+	anonID Cred
+}
+
+// NewServer returns a Server for cfg's exports, or an error if they are
+// misconfigured (no FS, duplicate or relative paths).
+func NewServer(cfg ServerConfig) (*Server, error) {
+	s := &Server{byID: make(map[uint32]*export), maxIO: cfg.MaxIO, log: cfg.Logger}
+	if s.maxIO == 0 {
+		s.maxIO = 1 << 20
+	}
+	s.maxIO = min(s.maxIO, nfs3.MaxData)
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	secret := cfg.Secret
+	if secret == nil {
+		secret = make([]byte, 32)
+		rand.Read(secret)
+	}
+	rand.Read(s.verf[:])
+	for _, e := range cfg.Exports {
+		if e.FS == nil || len(e.Path) == 0 || e.Path[0] != '/' {
+			return nil, fmt.Errorf("nfs: export %q: needs an FS and an absolute path", e.Path)
+		}
+		sum := sha256.Sum256([]byte(e.Path))
+		id := binary.BigEndian.Uint32(sum[:])
+		if _, dup := s.byID[id]; dup {
+			return nil, fmt.Errorf("nfs: export %q: path exported twice (or its id collides)", e.Path)
+		}
+		ex := &export{Export: e, id: id, key: newHandleKey(secret, e.Path, id)}
+		ex.anonID = Cred{UID: e.AnonUID, GID: e.AnonGID}
+		if ex.anonID.UID == 0 {
+			ex.anonID.UID = 65534
+		}
+		if ex.anonID.GID == 0 {
+			ex.anonID.GID = 65534
+		}
+		s.exports = append(s.exports, ex)
+		s.byID[id] = ex
+	}
+	return s, nil
+}
+
+// RootHandle returns the file handle of export path's root, as MNT would.
+func (s *Server) RootHandle(path string) (nfs3.FileHandle, error) {
+	for _, ex := range s.exports {
+		if ex.Path == path {
+			return ex.key.handle(nil, ex.FS.Root()), nil
+		}
+	}
+	return nil, mount.ErrNoEnt
+}
+
+// RegisterNFS registers the NFSv3 procedures on rs.
+func (s *Server) RegisterNFS(rs *rpc.Server) {
+	for p, h := range s.nfsHandlers() {
+		if h != nil {
+			rs.Handle(nfs3.Program, nfs3.Version, uint32(p), h)
+		}
+	}
+}
+
+// RegisterMount registers the MOUNT v3 procedures on rs, which should
+// serve TCP only (RFC 8267 Section 6).
+func (s *Server) RegisterMount(rs *rpc.Server) {
+	rs.Handle(mount.Program, mount.Version, uint32(mount.ProcMnt), s.mnt)
+	rs.Handle(mount.Program, mount.Version, uint32(mount.ProcDump), s.dump)
+	rs.Handle(mount.Program, mount.Version, uint32(mount.ProcUmnt), s.umnt)
+	rs.Handle(mount.Program, mount.Version, uint32(mount.ProcUmntall), s.umntall)
+	rs.Handle(mount.Program, mount.Version, uint32(mount.ProcExport), s.exportList)
+}
+
+// NewRPCServer returns an rpc.Server with the NFS procedures registered,
+// the MOUNT ones too if withMount, and the reply cache on for NFS's
+// non-idempotent procedures (RFC 1813 Section 4.1's duplicate request
+// cache), keeping 1024 replies. o, if not nil, gives the other options.
+func (s *Server) NewRPCServer(withMount bool, o *rpc.ServerOptions) *rpc.Server {
+	var opts rpc.ServerOptions
+	if o != nil {
+		opts = *o
+	}
+	if opts.ReplyCache == 0 {
+		opts.ReplyCache = 1024
+	}
+	if opts.ReplyCacheFor == nil {
+		opts.ReplyCacheFor = func(prog, vers, proc uint32) bool {
+			return prog == nfs3.Program && !nfs3.Proc(proc).Idempotent()
+		}
+	}
+	rs := rpc.NewServer(&opts)
+	s.RegisterNFS(rs)
+	if withMount {
+		s.RegisterMount(rs)
+	}
+	return rs
+}
+
+// resolve checks fh and returns its export and inode.
+func (s *Server) resolve(fh nfs3.FileHandle) (*export, uint64, nfs3.Stat) {
+	id, st := handleExport(fh)
+	if st != nfs3.OK {
+		return nil, 0, st
+	}
+	ex, ok := s.byID[id]
+	if !ok {
+		return nil, 0, nfs3.ErrStale
+	}
+	ino, st := ex.key.check(fh)
+	return ex, ino, st
+}
+
+// cred returns who c runs as on ex, after squashing.
+func (ex *export) cred(c *rpc.Call) Cred {
+	p := c.AuthSys
+	if p == nil {
+		return ex.anonID
+	}
+	cr := Cred{UID: p.UID, GID: p.GID, GIDs: p.GIDs}
+	if ex.RootSquash {
+		if cr.UID == 0 {
+			cr.UID = ex.anonID.UID
+		}
+		if cr.GID == 0 {
+			cr.GID = ex.anonID.GID
+		}
+		for i, g := range cr.GIDs {
+			if g == 0 {
+				if i == 0 {
+					cr.GIDs = append([]uint32(nil), cr.GIDs...)
+				}
+				cr.GIDs[i] = ex.anonID.GID
+			}
+		}
+	}
+	return cr
+}
+
+// errStat turns an FS error into a status, logging those that have none.
+func (s *Server) errStat(ctx context.Context, err error) nfs3.Stat {
+	st := StatOf(err)
+	if st == nfs3.ErrIO && !errors.Is(err, nfs3.ErrIO) {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "nfs: filesystem error", slog.Any("err", err))
+	}
+	return st
+}
+
+// mountTable is what DUMP lists: the client names and paths of MNTs not
+// yet UMNTed, at most maxMounts of them.
+type mountTable struct {
+	mu sync.Mutex
+	m  map[mount.MountBody]struct{}
+}
+
+const maxMounts = 1024
