@@ -603,7 +603,7 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg rdma.ConnConfig) (rdma.Con
 	if err := rdma.CheckPrivateData("accept", cfg.PrivateData); err != nil {
 		return nil, err
 	}
-	s, err := newSettings(cfg)
+	s, err := r.l.p.newSettings(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("iwarp: accept request from %v: %w", r.RemoteAddr(), err)
 	}

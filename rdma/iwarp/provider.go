@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/srq"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
 )
 
@@ -232,7 +233,7 @@ func (p *Provider) Dial(ctx context.Context, addr string, cfg rdma.ConnConfig) (
 	if err := rdma.CheckPrivateData("dial", cfg.PrivateData); err != nil {
 		return nil, err
 	}
-	s, err := newSettings(cfg)
+	s, err := p.newSettings(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("iwarp: dial %s: %w", addr, err)
 	}
@@ -295,16 +296,47 @@ func (p *Provider) mulpdu(nc net.Conn) int {
 	return mpa.MULPDU(mss, false)
 }
 
-// settings are one side's queue sizes and read depths.
+// settings are one side's queue sizes, read depths and shared receive
+// queue.
 type settings struct {
 	sq, rq, ird, ord int
+	srq              *srq.Queue
 }
 
-func newSettings(cfg rdma.ConnConfig) (settings, error) {
+func (p *Provider) newSettings(cfg rdma.ConnConfig) (settings, error) {
 	d, err := cfg.Depths(
 		rdma.Depths{SendQueue: DefaultQueueDepth, RecvQueue: DefaultQueueDepth, IRD: DefaultReadDepth, ORD: DefaultReadDepth},
 		rdma.Depths{SendQueue: MaxQueueDepth, RecvQueue: MaxQueueDepth, IRD: MaxReadDepth, ORD: MaxReadDepth})
-	return settings{sq: d.SendQueue, rq: d.RecvQueue, ird: d.IRD, ord: d.ORD}, err
+	if err != nil {
+		return settings{}, err
+	}
+	s := settings{sq: d.SendQueue, rq: d.RecvQueue, ird: d.IRD, ord: d.ORD}
+	if s.srq, err = srq.Of(cfg, p); err != nil {
+		return settings{}, err
+	}
+	if s.srq != nil {
+		s.rq = 0
+	}
+	return s, nil
+}
+
+// Shared receive queue limits. A SharedRecvConfig.Depth of zero picks the
+// default; a larger one than the maximum is lowered to it.
+const (
+	DefaultSharedRecvDepth = 1024
+	MaxSharedRecvDepth     = 1 << 20
+)
+
+var _ rdma.SharedRecvProvider = (*Provider)(nil)
+
+// NewSharedRecvQueue returns a shared receive queue for the provider's
+// connections.
+func (p *Provider) NewSharedRecvQueue(cfg rdma.SharedRecvConfig) (rdma.SharedRecvQueue, error) {
+	d, err := srq.Depth(cfg, DefaultSharedRecvDepth, MaxSharedRecvDepth)
+	if err != nil {
+		return nil, fmt.Errorf("iwarp: %w", err)
+	}
+	return srq.New(srq.Config{Name: "iwarp", Provider: p, STags: p.stags, MaxSGE: MaxSGE, Depth: d}), nil
 }
 
 // negotiateResponder applies RFC 6581 section 9.1 at the responder to the
