@@ -114,6 +114,18 @@ type Conn struct {
 	side       sync.WaitGroup
 
 	stats counters // atomic, updated by whoever sees the event
+
+	// Responder bounds (bounds.go, dial.go): the Listener that accepted
+	// the connection, the connection's memory budget, messages received
+	// (counted by the loop, read by the idle check), the idle check's
+	// timer and what it saw last (its own), and what fail runs once.
+	ln       *Listener
+	mem      *budget
+	received atomic.Uint64
+	idleMu   sync.Mutex
+	idle     *time.Timer // guarded by idleMu
+	idleSeen uint64
+	onEnd    func()
 }
 
 // role is what a requester and a responder each do with the messages the
@@ -335,6 +347,9 @@ func (c *Conn) fail(err error) {
 	c.closeOnce.Do(func() {
 		close(c.done)
 		c.cancel()
+		if c.onEnd != nil {
+			c.onEnd()
+		}
 		c.rc.Close()
 		if c.role != nil {
 			c.role.closeAll(c.Err())

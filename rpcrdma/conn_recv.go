@@ -95,6 +95,7 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 	if comp.Status != rdma.StatusSuccess {
 		return // flushed: the connection is ending
 	}
+	c.received.Add(1)
 	if comp.Invalidated {
 		c.stats.add(statRemoteInvalid, 1)
 	}

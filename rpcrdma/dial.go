@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"sync"
+	"sync/atomic"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
@@ -50,10 +53,20 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 	return c, nil
 }
 
-// Listener accepts RPC-over-RDMA connections as a responder.
+// Listener accepts RPC-over-RDMA connections as a responder, within
+// Config.Bounds: it counts its open connections, in all and by remote
+// host, and holds the memory budget its connections share.
 type Listener struct {
 	l   rdma.Listener
 	cfg Config
+	log *slog.Logger
+	mem *budget // Bounds.ServerMemory
+
+	mu      sync.Mutex
+	conns   int            // open connections accepted here
+	perHost map[string]int // open connections by remote host
+
+	reasons [NumReasons]atomic.Uint64 // the limits that acted, here and on the connections
 }
 
 // Listen listens for RPC-over-RDMA requesters at addr over provider p. cfg
@@ -71,7 +84,13 @@ func Listen(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Li
 	if err != nil {
 		return nil, fmt.Errorf("rpcrdma: listening on %s: %w", addr, err)
 	}
-	return &Listener{l: l, cfg: *cfg}, nil
+	return &Listener{
+		l:       l,
+		cfg:     *cfg,
+		log:     cfg.logger(),
+		mem:     newBudget(cfg.Bounds.serverMemory()),
+		perHost: make(map[string]int),
+	}, nil
 }
 
 // Addr returns the address requesters dial.
@@ -82,17 +101,27 @@ func (l *Listener) Close() error { return l.l.Close() }
 
 // Accept waits for the next requester and returns the responder side of
 // its connection. The requester's private data decides the inline sizes
-// and whether replies may use Send With Invalidate.
+// and whether replies may use Send With Invalidate. A request beyond
+// Bounds.MaxConns or Bounds.MaxConnsPerAddr is rejected, and one whose
+// acceptance takes longer than Bounds.HandshakeTimeout abandoned, before
+// Accept waits for the next.
 func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	for {
 		req, err := l.l.Accept(ctx)
 		if err != nil {
 			return nil, err
 		}
-		c, err := l.accept(ctx, req)
+		host := hostOf(req.RemoteAddr())
+		if r, ok := l.admit(host); !ok {
+			l.limit(r, req.RemoteAddr())
+			req.Reject(nil)
+			continue
+		}
+		c, err := l.accept(ctx, req, host)
 		if err == nil {
 			return c, nil
 		}
+		l.leave(host)
 		// One requester failing to connect does not end the listener.
 		l.cfg.logger().Debug("rpcrdma: accept failed", "remote", req.RemoteAddr(), "err", err)
 		if ctx.Err() != nil {
@@ -101,8 +130,9 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	}
 }
 
-func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest) (*Conn, error) {
+func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string) (*Conn, error) {
 	c := newConn(l.cfg, true)
+	c.ln, c.mem = l, newBudget(l.cfg.Bounds.connMemory())
 	c.resp = &responder{c: c, pending: make(map[uint32]*inCall), done: make(map[uint32]*readReply)}
 	c.role = c.resp
 	grantMax := c.cfg.Grant.Grant(^uint32(0))
@@ -127,12 +157,26 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest) (*Conn, err
 		c.resp.grant = min(grantMax, uint32(max(c.recvSlots-2-back, 1)))
 		return nil
 	}
-	rc, err := req.Accept(ctx, rcfg)
+	actx := ctx
+	if d := l.cfg.Bounds.handshakeTimeout(); d > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	rc, err := req.Accept(actx, rcfg)
 	if err != nil {
+		if ctx.Err() == nil && actx.Err() != nil {
+			l.limit(LimitHandshakeTimeout, req.RemoteAddr())
+		}
 		return nil, err
 	}
 	c.rc = rc
+	c.onEnd = func() {
+		c.stopWatch()
+		l.leave(host)
+	}
 	c.start()
+	c.watch()
 	return c, nil
 }
 
