@@ -34,7 +34,7 @@ const (
 	// DefaultMaxConns bounds the connections a Listener keeps open.
 	DefaultMaxConns = 16384
 	// DefaultMaxConnsPerAddr bounds the connections from one host.
-	DefaultMaxConnsPerAddr = 256
+	DefaultMaxConnsPerAddr = 1024
 	// DefaultHandshakeTimeout bounds the time from a connection request
 	// to its first message.
 	DefaultHandshakeTimeout = 10 * time.Second
@@ -332,20 +332,26 @@ func (c *Conn) closeFor(r Reason) {
 
 // watch starts the handshake and idle checks of a responder.
 func (c *Conn) watch() {
-	b := &c.cfg.Bounds
-	first := b.handshakeTimeout()
-	if first == 0 {
-		first = b.idleTimeout()
-	}
-	if first == 0 {
-		return
-	}
 	c.idleMu.Lock()
 	defer c.idleMu.Unlock()
-	if c.Err() != nil {
-		return
+	c.watchStart = time.Now()
+	if d := c.nextCheck(0); d > 0 && c.Err() == nil {
+		c.idle = time.AfterFunc(d, c.checkIdle)
 	}
-	c.idle = time.AfterFunc(first, c.checkIdle)
+}
+
+// nextCheck returns when the next check is due, given the messages
+// received so far; 0 for none.
+func (c *Conn) nextCheck(received uint64) time.Duration {
+	b := &c.cfg.Bounds
+	next := b.idleTimeout()
+	if hs := b.handshakeTimeout(); received == 0 && hs > 0 {
+		left := max(hs-time.Since(c.watchStart), time.Millisecond)
+		if next == 0 || left < next {
+			next = left
+		}
+	}
+	return next
 }
 
 // stopWatch stops the checks; fail calls it.
@@ -357,32 +363,29 @@ func (c *Conn) stopWatch() {
 	}
 }
 
-// checkIdle runs on the idle timer: a connection that has received
-// nothing since the request failed its handshake; one that has received
-// nothing since the last check and has no call in progress is idle.
+// checkIdle runs on the idle timer. A connection that has received
+// nothing within HandshakeTimeout of its request failed its handshake;
+// one that has received nothing since the last check, an IdleTimeout ago,
+// and has no call in progress is idle.
 func (c *Conn) checkIdle() {
 	b := &c.cfg.Bounds
 	n := c.received.Load()
 	switch {
 	case c.Err() != nil:
 		return
-	case n == 0 && b.handshakeTimeout() > 0:
+	case n == 0 && b.handshakeTimeout() > 0 && time.Since(c.watchStart) >= b.handshakeTimeout():
 		c.closeFor(LimitHandshakeTimeout)
 		return
-	}
-	idle := b.idleTimeout()
-	if idle == 0 {
-		return
-	}
-	if n == c.idleSeen && c.mem.inUse() == 0 && !c.resp.busy() {
+	case b.idleTimeout() > 0 && c.idleChecked && n == c.idleSeen && c.mem.inUse() == 0 && !c.resp.busy():
 		c.closeFor(LimitIdle)
 		return
 	}
-	c.idleSeen = n
+	// An idle period runs from this check to the next.
+	c.idleChecked, c.idleSeen = true, n
 	c.idleMu.Lock()
 	defer c.idleMu.Unlock()
-	if c.Err() == nil {
-		c.idle.Reset(idle)
+	if d := c.nextCheck(n); d > 0 && c.Err() == nil {
+		c.idle.Reset(d)
 	}
 }
 

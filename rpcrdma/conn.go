@@ -119,13 +119,15 @@ type Conn struct {
 	// the connection, the connection's memory budget, messages received
 	// (counted by the loop, read by the idle check), the idle check's
 	// timer and what it saw last (its own), and what fail runs once.
-	ln       *Listener
-	mem      *budget
-	received atomic.Uint64
-	idleMu   sync.Mutex
-	idle     *time.Timer // guarded by idleMu
-	idleSeen uint64
-	onEnd    func()
+	ln          *Listener
+	mem         *budget
+	received    atomic.Uint64
+	idleMu      sync.Mutex
+	idle        *time.Timer // guarded by idleMu
+	idleSeen    uint64      // messages received at the last check
+	idleChecked bool        // a check has run: the next ends an idle period
+	watchStart  time.Time   // when watch started
+	onEnd       func()
 }
 
 // role is what a requester and a responder each do with the messages the
