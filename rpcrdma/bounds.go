@@ -21,11 +21,15 @@ package rpcrdma
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
 )
 
 // Defaults of Bounds. knfsd's counterparts are in the package
@@ -300,8 +304,9 @@ func (l *Listener) limit(r Reason, remote net.Addr) {
 
 // ListenerStats are a Listener's figures at one moment.
 type ListenerStats struct {
-	Conns  int   // connections open
-	Memory int64 // bytes its connections' calls hold (Bounds.ServerMemory's budget)
+	Conns      int   // connections open
+	Memory     int64 // bytes its connections' calls hold (Bounds.ServerMemory's budget)
+	Registered int64 // bytes registered now by its open connections: rings, pulled chunks, replies
 	// Limits counts, by Reason, the limits of Bounds that acted on the
 	// Listener's requests and connections; only the IsLimit reasons and
 	// RejectTooLarge are counted here.
@@ -316,10 +321,31 @@ func (l *Listener) Stats() ListenerStats {
 	s.Conns = l.conns
 	l.mu.Unlock()
 	s.Memory = l.mem.inUse()
+	s.Registered = l.registered.Load()
 	for r := range l.reasons {
 		s.Limits[r] = l.reasons[r].Load()
 	}
 	return s
+}
+
+// addRegistered counts n more bytes registered on c (negative: fewer),
+// on c and on its Listener.
+func (c *Conn) addRegistered(n int64) {
+	c.stats.Registered.Add(n)
+	if c.ln != nil {
+		c.ln.registered.Add(n)
+	}
+}
+
+// ringBytes returns the bytes of c's receive and send rings.
+func (c *Conn) ringBytes() int64 {
+	var n int64
+	for _, mr := range [...]rdma.MR{c.recvMR, c.sendMR} {
+		if mr != nil {
+			n += int64(len(mr.Bytes()))
+		}
+	}
+	return n
 }
 
 // closeFor closes c, a responder, for the limit r.
@@ -394,4 +420,102 @@ func (r *responder) busy() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.npending > 0
+}
+
+// callNeed returns the bytes a call may make this side hold: its read
+// chunks, and its write chunks and reply chunk, which bound its reply.
+// Sums saturate rather than wrap.
+func callNeed(h *wire.Header) uint64 {
+	var n uint64
+	add := func(k uint64) { n = min(n+k, 1<<62) }
+	for _, rs := range h.Chunks.Reads {
+		add(uint64(rs.Length))
+	}
+	for _, wc := range h.Chunks.Writes {
+		for _, seg := range wc {
+			add(uint64(seg.Length))
+		}
+	}
+	for _, seg := range h.Chunks.Reply.Chunk {
+		add(uint64(seg.Length))
+	}
+	return n
+}
+
+// reserve takes what the call im (header h) may make this side hold from
+// the connection's budget, then the Listener's, and records it in
+// im.held. It returns why the call is refused if that is more than one
+// call may hold. With wait, it waits for the budgets (the caller is Recv,
+// never the loop); a wait that ends with the connection leaves im.held
+// at -1. Without wait, it leaves im.held at -1 when the budgets have no
+// room now. A call whose reservation is held already is left as it is.
+func (r *responder) reserve(im *inMsg, h *wire.Header, wait bool) (why string) {
+	c := r.c
+	if c.ln == nil || im.held > 0 {
+		return ""
+	}
+	need := callNeed(h)
+	if need == 0 {
+		return ""
+	}
+	if lim, ok := c.cfg.Bounds.memoryLimit(); ok && need > uint64(lim) {
+		return fmt.Sprintf("its chunks add up to %d bytes, more than the %d one call may hold", need, lim)
+	}
+	n := int64(need)
+	if !wait {
+		if !c.mem.tryTake(n) {
+			im.held = -1
+			return ""
+		}
+		if !c.ln.mem.tryTake(n) {
+			c.mem.give(n)
+			im.held = -1
+			return ""
+		}
+		im.held = n
+		return ""
+	}
+	if err := c.mem.take(c.ctx, n); err != nil {
+		im.held = -1
+		return ""
+	}
+	if err := c.ln.mem.take(c.ctx, n); err != nil {
+		c.mem.give(n)
+		im.held = -1
+		return ""
+	}
+	im.held = n
+	return ""
+}
+
+// unreserve gives back what reserve took for im.
+func (r *responder) unreserve(im *inMsg) {
+	if im.held > 0 {
+		r.c.mem.give(im.held)
+		r.c.ln.mem.give(im.held)
+	}
+	im.held = 0
+}
+
+// argLimit applies Bounds.ArgLimit to a call whose RPC message (its
+// inline part, or its pulled position-zero chunk) is xdr and whose data
+// chunks are chunks: it returns why the call is refused, or "".
+func (r *responder) argLimit(xdr []byte, chunks []wire.ReadChunk) string {
+	f := r.c.cfg.Bounds.ArgLimit
+	if f == nil || len(chunks) == 0 || len(xdr) < 24 {
+		return ""
+	}
+	// RFC 5531 Section 9: xid, msg_type, rpcvers, prog, vers, proc.
+	prog, vers, proc := binary.BigEndian.Uint32(xdr[12:]), binary.BigEndian.Uint32(xdr[16:]), binary.BigEndian.Uint32(xdr[20:])
+	var n uint64
+	for _, ch := range chunks {
+		n += ch.Length()
+	}
+	switch lim := f(prog, vers, proc); {
+	case lim < 0:
+		return fmt.Sprintf("procedure %d of program %d version %d takes no read chunks", proc, prog, vers)
+	case lim > 0 && n > uint64(lim):
+		return fmt.Sprintf("its data chunks hold %d bytes, more than the %d procedure %d of program %d version %d takes", n, lim, proc, prog, vers)
+	}
+	return ""
 }

@@ -226,7 +226,7 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	if err != nil {
 		return fmt.Errorf("rpcrdma: allocating %d receive buffers: %w", c.recvSlots, err)
 	}
-	c.stats.Registered.Add(int64(c.recvSlots * c.recvSize))
+	c.addRegistered(int64(c.recvSlots * c.recvSize))
 	for i := 0; i < c.recvSlots; i++ {
 		if err := c.postRecv(i); err != nil {
 			return err
@@ -241,7 +241,7 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	if err != nil {
 		return fmt.Errorf("rpcrdma: allocating %d send buffers: %w", nsend, err)
 	}
-	c.stats.Registered.Add(int64(nsend * c.sendSize))
+	c.addRegistered(int64(nsend * c.sendSize))
 	c.sendFree = make(chan int, nsend)
 	c.sends = make([]sendSlot, nsend)
 	for i := 0; i < nsend; i++ {

@@ -54,7 +54,26 @@ func (c *Conn) loop() {
 				}
 			}
 			c.failOps()
+			c.dropPulled()
 			c.endPush()
+			return
+		}
+	}
+}
+
+// dropPulled gives back the calls whose pulls ended with the connection
+// and that no Recv will take any more (a responder's Recv returns the
+// connection's error once it has ended): their buffers and what they
+// reserved from the budgets. failOps has completed every pull.
+func (c *Conn) dropPulled() {
+	for {
+		select {
+		case pc := <-c.pulled:
+			for _, b := range pc.bufs {
+				putBuf(b)
+			}
+			pc.im.free()
+		default:
 			return
 		}
 	}
@@ -159,6 +178,11 @@ func (c *Conn) deliver(in inbound) bool {
 // reports whether it took the call; the rest go through Recv.
 func (c *Conn) pushCall(in *inbound) bool {
 	if len(in.hdr.Chunks.Reads) > 0 || isConfigCall(in.payload) {
+		return false
+	}
+	if c.resp.reserve(in.im, &in.hdr, false) != "" || in.im.held < 0 {
+		// Refused, or waiting for memory: Recv answers or waits.
+		in.im.held = 0
 		return false
 	}
 	c.pushMu.Lock()

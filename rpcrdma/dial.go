@@ -66,7 +66,8 @@ type Listener struct {
 	conns   int            // open connections accepted here
 	perHost map[string]int // open connections by remote host
 
-	reasons [NumReasons]atomic.Uint64 // the limits that acted, here and on the connections
+	reasons    [NumReasons]atomic.Uint64 // the limits that acted, here and on the connections
+	registered atomic.Int64              // bytes registered by the open connections
 }
 
 // Listen listens for RPC-over-RDMA requesters at addr over provider p. cfg
@@ -165,6 +166,7 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 	}
 	rc, err := req.Accept(actx, rcfg)
 	if err != nil {
+		l.registered.Add(-c.ringBytes()) // if Prepare ran, the provider released them
 		if ctx.Err() == nil && actx.Err() != nil {
 			l.limit(LimitHandshakeTimeout, req.RemoteAddr())
 		}
@@ -173,6 +175,7 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 	c.rc = rc
 	c.onEnd = func() {
 		c.stopWatch()
+		l.registered.Add(-c.ringBytes()) // Close releases them
 		l.leave(host)
 	}
 	c.start()

@@ -83,6 +83,7 @@ type inMsg struct {
 	payload []byte   // the call's inline part, copied out of the receive buffer
 	pzrc    []byte   // a long call's position-zero chunk (getBuf)
 	bufs    [][]byte // its data chunks (getBuf)
+	held    int64    // bytes reserved from the connection's and the Listener's budgets (bounds.go)
 	release func()   // msg.Release, bound once
 }
 
@@ -107,6 +108,7 @@ func (im *inMsg) free() {
 	r.mu.Lock()
 	r.unpend(&im.ic)
 	r.mu.Unlock()
+	r.unreserve(im)
 	if im.pzrc != nil {
 		putBuf(im.pzrc)
 	}
@@ -301,6 +303,16 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 			return r.refuse(im, RejectChunk, fmt.Sprintf("read chunk at position %d holds %d bytes, more than the %d this responder takes", ch.Position, n, maxChunk))
 		}
 	}
+	// What the call may make us hold, reserved before anything is
+	// allocated or read (bounds.go).
+	if why := r.reserve(im, h, true); why != "" {
+		return r.refuse(im, RejectTooLarge, why)
+	}
+	if im.held < 0 {
+		im.held = 0
+		im.free()
+		return nil, false, c.Err()
+	}
 	m = &im.msg
 	m.XDR = in.payload
 	m.Release = im.release
@@ -325,6 +337,9 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	}
 	if xid, _, ok := rpc.PeekHeader(m.XDR); !ok || xid != h.XID {
 		return r.refuse(im, RejectXID, "RPC call does not carry the transport header's XID")
+	}
+	if why := r.argLimit(m.XDR, chunks); why != "" {
+		return r.refuse(im, RejectTooLarge, why)
 	}
 	// Check every data chunk against the length word it replaces before
 	// any RDMA Read: a chunk that does not fit costs the requester an
@@ -408,6 +423,9 @@ func (r *responder) addPending(ic *inCall) {
 // reason, and gives im back.
 func (r *responder) refuse(im *inMsg, reason Reason, why string) (*rpc.Msg, bool, error) {
 	ic := &im.ic
+	if reason == RejectTooLarge && r.c.ln != nil {
+		r.c.ln.reasons[reason].Add(1)
+	}
 	r.reject(reason, ic.xid, ic.vers, wire.ErrChunk, "why", why)
 	im.free()
 	return nil, false, nil
