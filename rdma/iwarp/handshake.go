@@ -359,9 +359,10 @@ func (l *Listener) acceptLoop() {
 		}
 		host := remoteHost(nc)
 		if !l.roomLocked(host) {
+			n := len(l.pending)
 			l.mu.Unlock()
 			l.p.stats.hsRefused.Add(1)
-			l.p.log.Debug("iwarp: too many handshakes in progress; connection closed", "remote", nc.RemoteAddr(), "in_progress", len(l.pending))
+			l.p.log.Debug("iwarp: too many handshakes in progress; connection closed", "remote", nc.RemoteAddr(), "in_progress", n)
 			nc.Close()
 			continue
 		}
