@@ -519,3 +519,30 @@ func (r *responder) argLimit(xdr []byte, chunks []wire.ReadChunk) string {
 	}
 	return ""
 }
+
+// waitReserve waits, on a side goroutine, for the share of the budgets
+// the call in needs, then hands it back to Recv through c.reserved. The
+// side goroutines are bounded by the receives: a requester has no more
+// calls in flight. A call whose connection ends meanwhile is given back.
+func (r *responder) waitReserve(in inbound) {
+	c := r.c
+	ok := c.goSide(func() {
+		r.reserve(in.im, &in.hdr, true)
+		if in.im.held < 0 || c.Err() != nil {
+			in.im.held = max(in.im.held, 0)
+			in.im.free()
+			return
+		}
+		select {
+		case c.reserved <- in:
+		default:
+			// More calls waiting than receives: the peer overran its
+			// credits.
+			c.drop(DropCreditOverrun, in.hdr.XID, "why", "more calls waiting for memory than receives")
+			in.im.free()
+		}
+	})
+	if !ok {
+		in.im.free()
+	}
+}

@@ -310,3 +310,73 @@ func TestBoundsConnectionsAtTheirShare(t *testing.T) {
 	}
 	t.Logf("peak: %d bytes held, %d registered for calls, heap +%d KiB", peakMem, peakReg, (int64(m1.HeapInuse)-int64(m0.HeapInuse))>>10)
 }
+
+// sleepCall is a procSleep call of ms milliseconds that also carries n
+// bytes in a read chunk, which the handler ignores: the call holds its
+// share while it sleeps.
+func sleepCall(xid uint32, ms uint32, stag rdma.STag, to uint64, n uint32) []byte {
+	ch := rpc.CallHeader{XID: xid, RPCVers: 2, Prog: testProg, Vers: testVers, Proc: procSleep}
+	call := xdr.AppendUint32(ch.Append(nil), ms)
+	h := wire.Header{XID: xid, Vers: wire.Version1, Credits: 8, Proc: wire.RDMA_MSG}
+	h.Chunks.Reads = wire.ReadList{{Position: uint32(len(call) + 4), Segment: wire.Segment{Handle: uint32(stag), Length: n, Offset: to}}}
+	call = xdr.AppendUint32(call, n)
+	return append(h.Append(nil), call...)
+}
+
+// TestBoundsConnectionWaitsForItsOwnCalls: a connection whose first call
+// holds its whole share (its handler is busy) pulls its second only once
+// the first is done, while another connection's call is served at once.
+func TestBoundsConnectionWaitsForItsOwnCalls(t *testing.T) {
+	const (
+		share = 64 << 10
+		sleep = 300 // milliseconds the first call's handler holds it
+	)
+	n, l, good := hostileServer(t, Bounds{ConnMemory: share})
+	h := dialHostile(t, n, l, share)
+	bufs, err := h.rc.Alloc(2*rawSize, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, msg := range [][]byte{
+		sleepCall(10, sleep, h.src.STag(), h.src.TO(), share),
+		sumCall(11, h.src.STag(), h.src.TO(), share, 0, 0),
+	} {
+		copy(bufs.Bytes()[i*rawSize:], msg)
+		if err := h.rc.PostSend(&rdma.WorkRequest{ID: uint64(10 + i), Op: rdma.OpSend, Local: []rdma.SGE{{MR: bufs, Offset: i * rawSize, Length: len(msg)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	waitFor(t, "the first call to hold the share", func() bool { return l.Stats().Memory == share })
+	ctx := ctxT(t)
+	if err := goodSum(t, ctx, good, share); err != nil {
+		t.Fatal(err)
+	}
+	// Both Sends have long arrived; the second call waits for its
+	// connection's share, so only the first holds memory.
+	for time.Since(start) < sleep*time.Millisecond*2/3 {
+		if m := l.Stats().Memory; m != share {
+			t.Fatalf("%d bytes held while the first call holds the connection's share of %d", m, share)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Both calls are answered, one after the other.
+	replies := 0
+	for replies < 2 {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		k, err := h.rc.Wait(ctx, h.cs)
+		cancel()
+		if err != nil {
+			t.Fatalf("waiting for the replies: %v", err)
+		}
+		for _, c := range h.cs[:k] {
+			if c.Op == rdma.OpRecv {
+				if c.Status != rdma.StatusSuccess {
+					t.Fatalf("reply %+v", c)
+				}
+				replies++
+			}
+		}
+	}
+	waitFor(t, "the shares to be given back", func() bool { return l.Stats().Memory == 0 })
+}

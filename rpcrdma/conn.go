@@ -86,6 +86,7 @@ type Conn struct {
 	// From the loop to Recv.
 	incoming chan inbound    // received messages
 	pulled   chan pulledCall // responder: calls whose data chunks have been pulled
+	reserved chan inbound    // responder: calls that waited for their share of the budgets (bounds.go)
 
 	// Push (conn_recv.go): a requester's messages go to push once
 	// rpc.Pusher's Push has set it; pushEnded is set once the loop has
@@ -269,6 +270,7 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	}
 	c.incoming = make(chan inbound, c.recvSlots+1)
 	c.pulled = make(chan pulledCall, c.recvSlots+1)
+	c.reserved = make(chan inbound, c.recvSlots+1)
 	return nil
 }
 
@@ -419,6 +421,7 @@ func (c *Conn) Close() error {
 	c.sideClosed = true
 	c.sideMu.Unlock()
 	c.side.Wait()
+	c.dropPulled() // what the side goroutines handed over after the loop ended
 	return nil
 }
 

@@ -61,10 +61,12 @@ func (c *Conn) loop() {
 	}
 }
 
-// dropPulled gives back the calls whose pulls ended with the connection
-// and that no Recv will take any more (a responder's Recv returns the
-// connection's error once it has ended): their buffers and what they
-// reserved from the budgets. failOps has completed every pull.
+// dropPulled gives back the calls whose pulls ended with the connection,
+// and those that waited for their share of the budgets, that no Recv
+// will take any more (a responder's Recv returns the connection's error
+// once it has ended): their buffers and what they reserved from the
+// budgets. The loop calls it once failOps has completed every pull, and
+// Close once the side goroutines have exited.
 func (c *Conn) dropPulled() {
 	for {
 		select {
@@ -73,6 +75,8 @@ func (c *Conn) dropPulled() {
 				putBuf(b)
 			}
 			pc.im.free()
+		case in := <-c.reserved:
+			in.im.free()
 		default:
 			return
 		}
@@ -226,11 +230,13 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 		case in = <-c.incoming:
 		case pc = <-c.pulled:
 			pulled = true
+		case in = <-c.reserved:
 		default:
 			select {
 			case in = <-c.incoming:
 			case pc = <-c.pulled:
 				pulled = true
+			case in = <-c.reserved:
 			case <-c.done:
 				select {
 				case in = <-c.incoming:

@@ -84,6 +84,7 @@ type inMsg struct {
 	pzrc    []byte   // a long call's position-zero chunk (getBuf)
 	bufs    [][]byte // its data chunks (getBuf)
 	held    int64    // bytes reserved from the connection's and the Listener's budgets (bounds.go)
+	waited  bool     // recvCall has seen the call once and left it waiting for its share
 	release func()   // msg.Release, bound once
 }
 
@@ -290,7 +291,9 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	c := r.c
 	h := &in.hdr
 	im := in.im
-	c.stats.add(statCallsReceived, 1)
+	if !im.waited {
+		c.stats.add(statCallsReceived, 1)
+	}
 	ic := &im.ic
 	*ic = inCall{xid: h.XID, vers: h.Vers, writes: h.Chunks.Writes, reply: h.Chunks.Reply, inv: soleSTag(&h.Chunks)}
 
@@ -304,14 +307,16 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		}
 	}
 	// What the call may make us hold, reserved before anything is
-	// allocated or read (bounds.go).
-	if why := r.reserve(im, h, true); why != "" {
+	// allocated or read (bounds.go). A call that must wait for it waits
+	// on a side goroutine, so that this Recv goes on delivering the
+	// calls that hold the budget.
+	if why := r.reserve(im, h, false); why != "" {
 		return r.refuse(im, RejectTooLarge, why)
 	}
 	if im.held < 0 {
-		im.held = 0
-		im.free()
-		return nil, false, c.Err()
+		im.held, im.waited = 0, true
+		r.waitReserve(*in)
+		return nil, false, nil
 	}
 	m = &im.msg
 	m.XDR = in.payload
