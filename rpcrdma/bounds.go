@@ -101,6 +101,16 @@ type Bounds struct {
 	// DefaultPullTimeout.
 	PullTimeout time.Duration
 
+	// SharedReceives, if positive, makes the Listener's connections
+	// receive from one pool of that many receives (a shared receive
+	// queue, which the provider must offer: rdma.SharedRecvProvider)
+	// instead of receives of their own, and grant credits from it: one
+	// at first, more while a connection's calls keep its grant busy, up
+	// to Grant.Max (pool.go). A request is refused when the pool has no
+	// receive left to promise (LimitReceives). Zero, the default, gives
+	// each connection Grant.Max receives of its own.
+	SharedReceives int
+
 	// ArgLimit, if set, tells how many bytes of read chunks (DDP-eligible
 	// arguments, RFC 8166 section 3.4.5) a procedure accepts: a call
 	// whose data chunks add up to more is refused with ERR_CHUNK
@@ -521,9 +531,10 @@ func (r *responder) argLimit(xdr []byte, chunks []wire.ReadChunk) string {
 }
 
 // waitReserve waits, on a side goroutine, for the share of the budgets
-// the call in needs, then hands it back to Recv through c.reserved. The
-// side goroutines are bounded by the receives: a requester has no more
-// calls in flight. A call whose connection ends meanwhile is given back.
+// the call in needs, then for Recv to take it back through c.reserved.
+// The side goroutines are bounded by the receives: a requester has no
+// more calls in flight. A call whose connection ends meanwhile is given
+// back.
 func (r *responder) waitReserve(in inbound) {
 	c := r.c
 	ok := c.goSide(func() {
@@ -535,10 +546,7 @@ func (r *responder) waitReserve(in inbound) {
 		}
 		select {
 		case c.reserved <- in:
-		default:
-			// More calls waiting than receives: the peer overran its
-			// credits.
-			c.drop(DropCreditOverrun, in.hdr.XID, "why", "more calls waiting for memory than receives")
+		case <-c.done:
 			in.im.free()
 		}
 	})

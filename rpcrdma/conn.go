@@ -129,6 +129,8 @@ type Conn struct {
 	idleChecked bool        // a check has run: the next ends an idle period
 	watchStart  time.Time   // when watch started
 	onEnd       func()
+	onClosed    func()       // after the rdma.Conn is closed
+	allot       atomic.Int64 // receives of the Listener's pool promised to this connection (pool.go)
 }
 
 // role is what a requester and a responder each do with the messages the
@@ -200,7 +202,7 @@ func (c *Conn) Info() Info {
 		in.RemoteInvalidation = !c.cfg.NoRemoteInvalidation
 	} else {
 		in.Version = v
-		in.Credits = c.resp.grant
+		in.Credits = c.resp.grant.Load()
 		in.RemoteInvalidation = n.peerInvalidates && !c.cfg.NoRemoteInvalidation
 	}
 	return in
@@ -218,25 +220,41 @@ func (c *Conn) RemoteAddr() net.Addr { return c.rc.RemoteAddr() }
 func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	c.rc = rc
 	c.peer = rc.PeerPrivateData()
+	// Settled before any message can arrive: with a shared pool, the
+	// dispatcher may hand one over before start.
+	for _, v := range []wire.Version{wire.Version1, wire.Version2} {
+		c.negV[v] = negotiate(&c.cfg, c.peer, v)
+	}
 	lim := rc.Limits()
-	c.recvSlots = min(recvSlots, lim.RecvQueueDepth)
 	c.recvSize = c.cfg.inlineRecv()
 	var err error
-	c.recvSGEs = make([][1]rdma.SGE, c.recvSlots)
-	c.recvMR, err = rc.Alloc(c.recvSlots*c.recvSize, rdma.AccessLocalWrite)
-	if err != nil {
-		return fmt.Errorf("rpcrdma: allocating %d receive buffers: %w", c.recvSlots, err)
-	}
-	c.addRegistered(int64(c.recvSlots * c.recvSize))
-	for i := 0; i < c.recvSlots; i++ {
-		if err := c.postRecv(i); err != nil {
-			return err
+	if c.shared() {
+		// The Listener's pool receives for every connection
+		// (pool.go); recvSlots bounds what may be in flight.
+		c.recvSlots = recvSlots
+	} else {
+		c.recvSlots = min(recvSlots, lim.RecvQueueDepth)
+		c.recvSGEs = make([][1]rdma.SGE, c.recvSlots)
+		c.recvMR, err = rc.Alloc(c.recvSlots*c.recvSize, rdma.AccessLocalWrite)
+		if err != nil {
+			return fmt.Errorf("rpcrdma: allocating %d receive buffers: %w", c.recvSlots, err)
+		}
+		c.addRegistered(int64(c.recvSlots * c.recvSize))
+		for i := 0; i < c.recvSlots; i++ {
+			if err := c.postRecv(i); err != nil {
+				return err
+			}
 		}
 	}
 	// Send slots: enough for every credit plus error replies, bounded by
-	// the send queue, which Writes and Reads share.
+	// the send queue, which Writes and Reads share; with a shared pool,
+	// a few, so that an idle connection registers little (a reply waits
+	// for a slot whose Send has completed).
 	sq := lim.SendQueueDepth
 	nsend := max(min(c.recvSlots+2, sq/2), 1)
+	if c.shared() {
+		nsend = min(nsend, sharedSendSlots)
+	}
 	c.sendSize = c.cfg.inlineSend()
 	c.sendMR, err = rc.Alloc(nsend*c.sendSize, 0)
 	if err != nil {
@@ -270,7 +288,9 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	}
 	c.incoming = make(chan inbound, c.recvSlots+1)
 	c.pulled = make(chan pulledCall, c.recvSlots+1)
-	c.reserved = make(chan inbound, c.recvSlots+1)
+	if c.responder {
+		c.reserved = make(chan inbound) // its side goroutines wait for Recv
+	}
 	return nil
 }
 
@@ -333,11 +353,8 @@ func (c *Conn) postRecv(i int) error {
 	return nil
 }
 
-// start settles the inline sizes and runs the loop.
+// start runs the loop.
 func (c *Conn) start() {
-	for _, v := range []wire.Version{wire.Version1, wire.Version2} {
-		c.negV[v] = negotiate(&c.cfg, c.peer, v)
-	}
 	go c.loop()
 }
 
@@ -355,6 +372,9 @@ func (c *Conn) fail(err error) {
 			c.onEnd()
 		}
 		c.rc.Close()
+		if c.onClosed != nil {
+			c.onClosed()
+		}
 		if c.role != nil {
 			c.role.closeAll(c.Err())
 		}

@@ -118,11 +118,28 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 	if comp.Status != rdma.StatusSuccess {
 		return // flushed: the connection is ending
 	}
+	c.handleRecv(comp, c.recvBuf(slot)[:comp.Len])
+	// A repost fails only once the connection has ended; the provider
+	// then returns every completion it still holds before Wait reports
+	// the end, and the loop fails the connection there. Failing it here
+	// would forget calls whose replies are still in those completions.
+	if c.Err() == nil {
+		if err := c.postRecv(slot); err != nil {
+			c.log.Debug("rpcrdma: receive not reposted", "slot", slot, "err", err)
+		}
+	}
+}
+
+// handleRecv decodes the message msg that comp completed and dispatches
+// it by role. It copies what it keeps: msg is given back when it
+// returns. It runs on the loop, or, for a connection receiving from its
+// Listener's shared pool, on the pool's dispatcher (pool.go); either way
+// one goroutine at a time for a connection.
+func (c *Conn) handleRecv(comp rdma.Completion, msg []byte) {
 	c.received.Add(1)
 	if comp.Invalidated {
 		c.stats.add(statRemoteInvalid, 1)
 	}
-	msg := c.recvBuf(slot)[:comp.Len]
 	var in inbound
 	_, derr := in.hdr.Decode(msg)
 	if derr == nil && in.hdr.HasPayload() {
@@ -140,15 +157,6 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 	// Dispatch before reposting: when the peer has closed after its last
 	// message, the repost fails, and the message must still count.
 	c.role.onMessage(&in, derr, raw)
-	// A repost fails only once the connection has ended; the provider
-	// then returns every completion it still holds before Wait reports
-	// the end, and the loop fails the connection there. Failing it here
-	// would forget calls whose replies are still in those completions.
-	if c.Err() == nil {
-		if err := c.postRecv(slot); err != nil {
-			c.log.Debug("rpcrdma: receive not reposted", "slot", slot, "err", err)
-		}
-	}
 }
 
 // deliver hands a message to Recv. The peer can have no more messages in

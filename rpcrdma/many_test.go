@@ -16,13 +16,15 @@ import (
 
 // Many connections to one responder in one process, on the loopback
 // provider (the software iWARP would need two sockets per connection,
-// more than the descriptors a test may count on). Each responder
-// connection still has receives and send buffers of its own: the figures
-// are what a connection costs without a shared receive pool.
+// more than the descriptors a test may count on). The responder receives
+// from a shared pool with a receive for every connection and a margin,
+// and 1 KiB inline messages each way; each requester asks for one
+// credit.
 
-// idleConfig is the smallest footprint a requester can ask for today:
-// 1 KiB inline messages each way and one credit.
-var idleConfig = Config{InlineSend: 1024, InlineRecv: 1024, Grant: GrantPolicy{Max: 1}, Bounds: Bounds{MaxConns: -1, MaxConnsPerAddr: -1}}
+// manyConfig is the responder's configuration for n connections.
+func manyConfig(n int) *Config {
+	return &Config{InlineSend: 1024, InlineRecv: 1024, Bounds: Bounds{MaxConns: -1, MaxConnsPerAddr: -1, SharedReceives: n + 128}}
+}
 
 // manyConns opens n connections to one responder and makes a NULL call on
 // each; it returns the clients and the Listener, all closed at the end of
@@ -32,7 +34,7 @@ func manyConns(tb testing.TB, n int) ([]*rpc.Client, *Listener) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	p := loopback.New()
-	l, err := Listen(ctx, p, "", &idleConfig)
+	l, err := Listen(ctx, p, "", manyConfig(n))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -106,9 +108,10 @@ func TestManyIdleConnections(t *testing.T) {
 	perConn := s.Registered / n
 	t.Logf("%d idle connections: responder registers %d KiB in all, %d bytes per connection; %.1f goroutines and %d KiB of heap per connection pair",
 		n, s.Registered>>10, perConn, float64(runtime.NumGoroutine()-g0)/n, int64(m1.HeapInuse-m0.HeapInuse)/n>>10)
-	// Three 1 KiB receives (one credit, two spare) and five send buffers.
-	if perConn > 8<<10 {
-		t.Errorf("a responder connection registers %d bytes, want at most 8 KiB with 1 KiB inline and one credit", perConn)
+	// A receive of the pool and two send buffers of 1 KiB, and a share
+	// of the pool's margin: at most 64 MiB for 10,000 connections.
+	if limit := int64(64<<20) / 10000; perConn > limit {
+		t.Errorf("%d bytes registered per connection, more than %d (64 MiB for 10,000)", perConn, limit)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -43,7 +44,7 @@ import (
 
 type responder struct {
 	c     *Conn
-	grant uint32
+	grant atomic.Uint32 // credits granted in every reply; rises while calls keep it busy (shared pool)
 
 	mu       sync.Mutex
 	pending  map[uint32]*inCall    // calls received and not yet answered, chained by next for a repeated xid
@@ -60,13 +61,14 @@ type readReply struct {
 
 // inCall is what a received call offered for its reply.
 type inCall struct {
-	xid    uint32
-	vers   wire.Version
-	writes wire.WriteList
-	reply  wire.ReplyChunk
-	inv    rdma.STag   // the one STag the call named, for Send With Invalidate; 0 if none or several
-	next   *inCall     // a later call with the same xid
-	hdr    wire.Header // the reply's transport header, built by sendReply
+	xid     uint32
+	credits uint32 // the credits the requester asked for (RFC 8166 Section 3.3.1)
+	vers    wire.Version
+	writes  wire.WriteList
+	reply   wire.ReplyChunk
+	inv     rdma.STag   // the one STag the call named, for Send With Invalidate; 0 if none or several
+	next    *inCall     // a later call with the same xid
+	hdr     wire.Header // the reply's transport header, built by sendReply
 
 	piecesBuf  [4][]byte // backing for the reply plan's pieces
 	resultsBuf [2]int    // backing for the reply plan's results
@@ -155,6 +157,11 @@ func (r *responder) unpend(ic *inCall) {
 func (r *responder) overrun() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.c.shared() {
+		// The pool's receives are shared: a requester may have its
+		// grant outstanding, and two messages outside the credit count.
+		return r.npending >= int(r.grant.Load())+2
+	}
 	return r.npending >= r.c.recvSlots-int(r.c.cfg.BackwardCredits)
 }
 
@@ -265,7 +272,7 @@ func (r *responder) answerVers(v wire.Version) wire.Version {
 // goroutines is bounded by the receives the requester can fill.
 func (r *responder) sendError(xid uint32, vers wire.Version, code wire.ErrorCode) {
 	c := r.c
-	h := &wire.Header{XID: xid, Vers: vers, Credits: r.grant, Proc: wire.RDMA_ERROR, Error: wire.ErrorBody{Code: code}}
+	h := &wire.Header{XID: xid, Vers: vers, Credits: r.grant.Load(), Proc: wire.RDMA_ERROR, Error: wire.ErrorBody{Code: code}}
 	if code == wire.ErrVers {
 		h.Error.Low, h.Error.High = c.versions[0], c.versions[len(c.versions)-1]
 	}
@@ -295,7 +302,7 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		c.stats.add(statCallsReceived, 1)
 	}
 	ic := &im.ic
-	*ic = inCall{xid: h.XID, vers: h.Vers, writes: h.Chunks.Writes, reply: h.Chunks.Reply, inv: soleSTag(&h.Chunks)}
+	*ic = inCall{xid: h.XID, vers: h.Vers, credits: h.Credits, writes: h.Chunks.Writes, reply: h.Chunks.Reply, inv: soleSTag(&h.Chunks)}
 
 	var chunks []wire.ReadChunk
 	if len(h.Chunks.Reads) > 0 {
@@ -421,7 +428,12 @@ func (r *responder) addPending(ic *inCall) {
 		r.pending[ic.xid] = ic
 	}
 	r.npending++
+	g := r.grant.Load()
+	busy := r.npending >= int(g) && ic.credits > g
 	r.mu.Unlock()
+	if busy {
+		r.c.raiseGrant(ic.credits)
+	}
 }
 
 // refuse answers a call with ERR_CHUNK from Recv, counting it under
@@ -488,7 +500,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	// Plan. The header lives in ic, which stays until the call's Msg is
 	// released, after this returns.
 	h := &ic.hdr
-	*h = wire.Header{XID: xid, Vers: ic.vers, Credits: r.grant}
+	*h = wire.Header{XID: xid, Vers: ic.vers, Credits: r.grant.Load()}
 	shape := replyShape{
 		writes:    ic.writes,
 		reply:     ic.reply,

@@ -111,6 +111,7 @@ const (
 	LimitHandshakeTimeout                            // closed: no message within Bounds.HandshakeTimeout of the request
 	LimitIdle                                        // closed: no call for Bounds.IdleTimeout
 	LimitPullTimeout                                 // closed: a call's RDMA Reads not done within Bounds.PullTimeout
+	LimitReceives                                    // a connection request refused: the shared receive pool has no receive left to promise
 	NumReasons                                       // the number of Reasons
 )
 
@@ -142,6 +143,7 @@ var reasonNames = [NumReasons]string{
 	LimitHandshakeTimeout: "limit_handshake_timeout",
 	LimitIdle:             "limit_idle",
 	LimitPullTimeout:      "limit_pull_timeout",
+	LimitReceives:         "limit_receives",
 }
 
 // String returns the reason's stable name, such as "credit_overrun".
