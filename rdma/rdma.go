@@ -53,6 +53,50 @@
 //   - An RDMA Read completes only after its whole response has been placed.
 //   - Nothing is ordered between the two directions of a connection.
 //
+// # Shared receive queues
+//
+// A provider that implements [SharedRecvProvider] offers shared receive
+// queues (SRQ semantics, as verbs' ibv_create_srq): a [SharedRecvQueue]
+// holds receives that any connection attached to it consumes, so that a
+// responder with many connections posts receives for the traffic it
+// expects rather than for each connection's worst case. The capability is
+// optional; a provider without it does not implement the interface.
+//   - A connection is attached at creation: [ConnConfig.SharedRecv] names
+//     the queue on Dial or ConnRequest.Accept. An attached Conn has no
+//     receive queue of its own: its Limits report RecvQueueDepth 0 and
+//     its PostRecv fails with ErrInvalid. Its own completion queue carries
+//     only send-queue completions.
+//   - Receive memory comes from [SharedRecvQueue.Alloc]: provider-owned,
+//     local-write only, never exposed for remote access, owned by the
+//     queue (not by a connection's protection domain) until MR.Release or
+//     the queue's Close. [SharedRecvQueue.PostRecv] takes SGEs of such
+//     MRs only. The memory belongs to the provider from PostRecv until
+//     the receive's completion has been returned.
+//   - An arriving Send takes the oldest receive posted to the queue, from
+//     whichever connection it arrives on; the receives of one connection
+//     complete in the order its Sends arrived. Each receive yields exactly
+//     one completion, returned by the queue's Poll and Wait (not by the
+//     Conn's), whose [Completion.Conn] names the connection the Send
+//     arrived on.
+//   - What ends a connection is what ends one with its own receive queue:
+//     a Send arriving while the queue holds no receive is fatal for that
+//     connection, as on iWARP (a verbs provider on RoCE or InfiniBand
+//     reports receiver-not-ready retries first and ends the connection
+//     when they run out); a Send longer than the receive it took ends the
+//     connection and completes that receive with StatusLocalLength. Other
+//     connections and the queue are not affected. A receive taken by a
+//     connection that ends before the message is complete completes with
+//     StatusFlushed, naming that connection; receives still in the queue
+//     stay posted for the others.
+//   - [SharedRecvQueue.ArmLimit] arms the limit event (verbs'
+//     IBV_EVENT_SRQ_LIMIT_REACHED): once fewer than the limit receives
+//     remain posted, [SharedRecvQueue.LimitReached] delivers one token and
+//     the limit is disarmed until armed again.
+//   - [SharedRecvQueue.Close] fails while a connection attached to the
+//     queue has not been closed (as ibv_destroy_srq does); otherwise it
+//     flushes every receive still posted with StatusFlushed (Completion.Conn
+//     nil) and releases the queue's memory.
+//
 // # Errors
 //
 // Errors come in two reaches. Errors returned by a method (a full queue, an
@@ -180,6 +224,13 @@ type ConnConfig struct {
 	// Afterwards each side's ORD does not exceed the peer's IRD.
 	IRD int
 	ORD int
+
+	// SharedRecv, if not nil, attaches the connection to a shared receive
+	// queue of the same provider: Sends arriving on it consume that
+	// queue's receives (see the package documentation). RecvQueueDepth is
+	// then ignored. A provider without shared receive queues, or given
+	// another provider's, fails with an error matching ErrInvalid.
+	SharedRecv SharedRecvQueue
 
 	// Prepare, if not nil, runs on the new Conn before the peer may send to
 	// it: on the initiator after the reply has arrived, on the responder
@@ -358,6 +409,11 @@ type Completion struct {
 	Op     Op     // the work request's op; OpRecv for receives
 	Status Status // StatusSuccess or why it failed
 	Len    int    // bytes sent, written, read or received; 0 unless StatusSuccess
+
+	// Conn is the connection a receive completed from a SharedRecvQueue
+	// was consumed by; nil for every other completion, and for a
+	// receive flushed by the queue's Close.
+	Conn Conn
 
 	// For receives: Solicited is set when the Send carried the Solicited
 	// Event flag; Invalidated is set when it was a Send with Invalidate

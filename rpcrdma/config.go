@@ -117,6 +117,11 @@ type Config struct {
 	// negotiated inline size.
 	Limits wire.Limits
 
+	// Bounds limit what peers can make a responder hold: connections,
+	// handshake and idle time, memory per call, connection and Listener.
+	// The zero value gives the documented defaults.
+	Bounds Bounds
+
 	// Options are the Version Two optional features (RDMA_OPTIONAL,
 	// draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2) this side
 	// understands, by rdma_opttype. A responder answers any other opttype

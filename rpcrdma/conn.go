@@ -86,6 +86,7 @@ type Conn struct {
 	// From the loop to Recv.
 	incoming chan inbound    // received messages
 	pulled   chan pulledCall // responder: calls whose data chunks have been pulled
+	reserved chan inbound    // responder: calls that waited for their share of the budgets (bounds.go)
 
 	// Push (conn_recv.go): a requester's messages go to push once
 	// rpc.Pusher's Push has set it; pushEnded is set once the loop has
@@ -114,6 +115,22 @@ type Conn struct {
 	side       sync.WaitGroup
 
 	stats counters // atomic, updated by whoever sees the event
+
+	// Responder bounds (bounds.go, dial.go): the Listener that accepted
+	// the connection, the connection's memory budget, messages received
+	// (counted by the loop, read by the idle check), the idle check's
+	// timer and what it saw last (its own), and what fail runs once.
+	ln          *Listener
+	mem         *budget
+	received    atomic.Uint64
+	idleMu      sync.Mutex
+	idle        *time.Timer // guarded by idleMu
+	idleSeen    uint64      // messages received at the last check
+	idleChecked bool        // a check has run: the next ends an idle period
+	watchStart  time.Time   // when watch started
+	onEnd       func()
+	onClosed    func()       // after the rdma.Conn is closed
+	allot       atomic.Int64 // receives of the Listener's pool promised to this connection (pool.go)
 }
 
 // role is what a requester and a responder each do with the messages the
@@ -185,7 +202,7 @@ func (c *Conn) Info() Info {
 		in.RemoteInvalidation = !c.cfg.NoRemoteInvalidation
 	} else {
 		in.Version = v
-		in.Credits = c.resp.grant
+		in.Credits = c.resp.grant.Load()
 		in.RemoteInvalidation = n.peerInvalidates && !c.cfg.NoRemoteInvalidation
 	}
 	return in
@@ -203,31 +220,47 @@ func (c *Conn) RemoteAddr() net.Addr { return c.rc.RemoteAddr() }
 func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	c.rc = rc
 	c.peer = rc.PeerPrivateData()
+	// Settled before any message can arrive: with a shared pool, the
+	// dispatcher may hand one over before start.
+	for _, v := range []wire.Version{wire.Version1, wire.Version2} {
+		c.negV[v] = negotiate(&c.cfg, c.peer, v)
+	}
 	lim := rc.Limits()
-	c.recvSlots = min(recvSlots, lim.RecvQueueDepth)
 	c.recvSize = c.cfg.inlineRecv()
 	var err error
-	c.recvSGEs = make([][1]rdma.SGE, c.recvSlots)
-	c.recvMR, err = rc.Alloc(c.recvSlots*c.recvSize, rdma.AccessLocalWrite)
-	if err != nil {
-		return fmt.Errorf("rpcrdma: allocating %d receive buffers: %w", c.recvSlots, err)
-	}
-	c.stats.Registered.Add(int64(c.recvSlots * c.recvSize))
-	for i := 0; i < c.recvSlots; i++ {
-		if err := c.postRecv(i); err != nil {
-			return err
+	if c.shared() {
+		// The Listener's pool receives for every connection
+		// (pool.go); recvSlots bounds what may be in flight.
+		c.recvSlots = recvSlots
+	} else {
+		c.recvSlots = min(recvSlots, lim.RecvQueueDepth)
+		c.recvSGEs = make([][1]rdma.SGE, c.recvSlots)
+		c.recvMR, err = rc.Alloc(c.recvSlots*c.recvSize, rdma.AccessLocalWrite)
+		if err != nil {
+			return fmt.Errorf("rpcrdma: allocating %d receive buffers: %w", c.recvSlots, err)
+		}
+		c.addRegistered(int64(c.recvSlots * c.recvSize))
+		for i := 0; i < c.recvSlots; i++ {
+			if err := c.postRecv(i); err != nil {
+				return err
+			}
 		}
 	}
 	// Send slots: enough for every credit plus error replies, bounded by
-	// the send queue, which Writes and Reads share.
+	// the send queue, which Writes and Reads share; with a shared pool,
+	// a few, so that an idle connection registers little (a reply waits
+	// for a slot whose Send has completed).
 	sq := lim.SendQueueDepth
 	nsend := max(min(c.recvSlots+2, sq/2), 1)
+	if c.shared() {
+		nsend = min(nsend, sharedSendSlots)
+	}
 	c.sendSize = c.cfg.inlineSend()
 	c.sendMR, err = rc.Alloc(nsend*c.sendSize, 0)
 	if err != nil {
 		return fmt.Errorf("rpcrdma: allocating %d send buffers: %w", nsend, err)
 	}
-	c.stats.Registered.Add(int64(nsend * c.sendSize))
+	c.addRegistered(int64(nsend * c.sendSize))
 	c.sendFree = make(chan int, nsend)
 	c.sends = make([]sendSlot, nsend)
 	for i := 0; i < nsend; i++ {
@@ -255,6 +288,9 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	}
 	c.incoming = make(chan inbound, c.recvSlots+1)
 	c.pulled = make(chan pulledCall, c.recvSlots+1)
+	if c.responder {
+		c.reserved = make(chan inbound) // its side goroutines wait for Recv
+	}
 	return nil
 }
 
@@ -317,11 +353,8 @@ func (c *Conn) postRecv(i int) error {
 	return nil
 }
 
-// start settles the inline sizes and runs the loop.
+// start runs the loop.
 func (c *Conn) start() {
-	for _, v := range []wire.Version{wire.Version1, wire.Version2} {
-		c.negV[v] = negotiate(&c.cfg, c.peer, v)
-	}
 	go c.loop()
 }
 
@@ -335,7 +368,13 @@ func (c *Conn) fail(err error) {
 	c.closeOnce.Do(func() {
 		close(c.done)
 		c.cancel()
+		if c.onEnd != nil {
+			c.onEnd()
+		}
 		c.rc.Close()
+		if c.onClosed != nil {
+			c.onClosed()
+		}
 		if c.role != nil {
 			c.role.closeAll(c.Err())
 		}
@@ -402,6 +441,7 @@ func (c *Conn) Close() error {
 	c.sideClosed = true
 	c.sideMu.Unlock()
 	c.side.Wait()
+	c.dropPulled() // what the side goroutines handed over after the loop ended
 	return nil
 }
 

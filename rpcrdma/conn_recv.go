@@ -54,7 +54,30 @@ func (c *Conn) loop() {
 				}
 			}
 			c.failOps()
+			c.dropPulled()
 			c.endPush()
+			return
+		}
+	}
+}
+
+// dropPulled gives back the calls whose pulls ended with the connection,
+// and those that waited for their share of the budgets, that no Recv
+// will take any more (a responder's Recv returns the connection's error
+// once it has ended): their buffers and what they reserved from the
+// budgets. The loop calls it once failOps has completed every pull, and
+// Close once the side goroutines have exited.
+func (c *Conn) dropPulled() {
+	for {
+		select {
+		case pc := <-c.pulled:
+			for _, b := range pc.bufs {
+				putBuf(b)
+			}
+			pc.im.free()
+		case in := <-c.reserved:
+			in.im.free()
+		default:
 			return
 		}
 	}
@@ -95,10 +118,28 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 	if comp.Status != rdma.StatusSuccess {
 		return // flushed: the connection is ending
 	}
+	c.handleRecv(comp, c.recvBuf(slot)[:comp.Len])
+	// A repost fails only once the connection has ended; the provider
+	// then returns every completion it still holds before Wait reports
+	// the end, and the loop fails the connection there. Failing it here
+	// would forget calls whose replies are still in those completions.
+	if c.Err() == nil {
+		if err := c.postRecv(slot); err != nil {
+			c.log.Debug("rpcrdma: receive not reposted", "slot", slot, "err", err)
+		}
+	}
+}
+
+// handleRecv decodes the message msg that comp completed and dispatches
+// it by role. It copies what it keeps: msg is given back when it
+// returns. It runs on the loop, or, for a connection receiving from its
+// Listener's shared pool, on the pool's dispatcher (pool.go); either way
+// one goroutine at a time for a connection.
+func (c *Conn) handleRecv(comp rdma.Completion, msg []byte) {
+	c.received.Add(1)
 	if comp.Invalidated {
 		c.stats.add(statRemoteInvalid, 1)
 	}
-	msg := c.recvBuf(slot)[:comp.Len]
 	var in inbound
 	_, derr := in.hdr.Decode(msg)
 	if derr == nil && in.hdr.HasPayload() {
@@ -116,15 +157,6 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 	// Dispatch before reposting: when the peer has closed after its last
 	// message, the repost fails, and the message must still count.
 	c.role.onMessage(&in, derr, raw)
-	// A repost fails only once the connection has ended; the provider
-	// then returns every completion it still holds before Wait reports
-	// the end, and the loop fails the connection there. Failing it here
-	// would forget calls whose replies are still in those completions.
-	if c.Err() == nil {
-		if err := c.postRecv(slot); err != nil {
-			c.log.Debug("rpcrdma: receive not reposted", "slot", slot, "err", err)
-		}
-	}
 }
 
 // deliver hands a message to Recv. The peer can have no more messages in
@@ -158,6 +190,11 @@ func (c *Conn) deliver(in inbound) bool {
 // reports whether it took the call; the rest go through Recv.
 func (c *Conn) pushCall(in *inbound) bool {
 	if len(in.hdr.Chunks.Reads) > 0 || isConfigCall(in.payload) {
+		return false
+	}
+	if c.resp.reserve(in.im, &in.hdr, false) != "" || in.im.held < 0 {
+		// Refused, or waiting for memory: Recv answers or waits.
+		in.im.held = 0
 		return false
 	}
 	c.pushMu.Lock()
@@ -201,11 +238,13 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 		case in = <-c.incoming:
 		case pc = <-c.pulled:
 			pulled = true
+		case in = <-c.reserved:
 		default:
 			select {
 			case in = <-c.incoming:
 			case pc = <-c.pulled:
 				pulled = true
+			case in = <-c.reserved:
 			case <-c.done:
 				select {
 				case in = <-c.incoming:

@@ -167,7 +167,7 @@ func (c *Conn) compErr(comp rdma.Completion, what string) error {
 func (c *Conn) register(b []byte, access rdma.Access) (rdma.MR, error) {
 	mr, err := c.rc.Register(b, access)
 	if err == nil {
-		c.stats.Registered.Add(int64(len(b)))
+		c.addRegistered(int64(len(b)))
 	}
 	return mr, err
 }
@@ -175,7 +175,7 @@ func (c *Conn) register(b []byte, access rdma.Access) (rdma.MR, error) {
 // releaseAll deregisters mrs, which register returned.
 func (c *Conn) releaseAll(mrs []rdma.MR) {
 	for _, mr := range mrs {
-		c.stats.Registered.Add(-int64(len(mr.Bytes())))
+		c.addRegistered(-int64(len(mr.Bytes())))
 		mr.Release()
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"sync"
+	"sync/atomic"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
@@ -50,10 +53,22 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 	return c, nil
 }
 
-// Listener accepts RPC-over-RDMA connections as a responder.
+// Listener accepts RPC-over-RDMA connections as a responder, within
+// Config.Bounds: it counts its open connections, in all and by remote
+// host, and holds the memory budget its connections share.
 type Listener struct {
 	l   rdma.Listener
 	cfg Config
+	log *slog.Logger
+	mem *budget // Bounds.ServerMemory
+
+	mu      sync.Mutex
+	conns   int            // open connections accepted here
+	perHost map[string]int // open connections by remote host
+
+	reasons    [NumReasons]atomic.Uint64 // the limits that acted, here and on the connections
+	registered atomic.Int64              // bytes registered by the open connections and the pool
+	pool       *sharedPool               // Bounds.SharedReceives; nil without
 }
 
 // Listen listens for RPC-over-RDMA requesters at addr over provider p. cfg
@@ -71,25 +86,54 @@ func Listen(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Li
 	if err != nil {
 		return nil, fmt.Errorf("rpcrdma: listening on %s: %w", addr, err)
 	}
-	return &Listener{l: l, cfg: *cfg}, nil
+	ln := &Listener{
+		l:       l,
+		cfg:     *cfg,
+		log:     cfg.logger(),
+		mem:     newBudget(cfg.Bounds.serverMemory()),
+		perHost: make(map[string]int),
+	}
+	if cfg.Bounds.SharedReceives > 0 {
+		if ln.pool, err = newSharedPool(ln, p); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	return ln, nil
 }
 
 // Addr returns the address requesters dial.
 func (l *Listener) Addr() net.Addr { return l.l.Addr() }
 
-// Close stops listening; established connections carry on.
-func (l *Listener) Close() error { return l.l.Close() }
+// Close stops listening; established connections carry on (a shared
+// receive pool is closed with the last of them).
+func (l *Listener) Close() error {
+	err := l.l.Close()
+	if l.pool != nil {
+		l.pool.listenerClosed()
+	}
+	return err
+}
 
 // Accept waits for the next requester and returns the responder side of
 // its connection. The requester's private data decides the inline sizes
-// and whether replies may use Send With Invalidate.
+// and whether replies may use Send With Invalidate. A request beyond
+// Bounds.MaxConns or Bounds.MaxConnsPerAddr is rejected, and one whose
+// acceptance takes longer than Bounds.HandshakeTimeout abandoned, before
+// Accept waits for the next.
 func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	for {
 		req, err := l.l.Accept(ctx)
 		if err != nil {
 			return nil, err
 		}
-		c, err := l.accept(ctx, req)
+		host := hostOf(req.RemoteAddr())
+		if r, ok := l.admit(host); !ok {
+			l.limit(r, req.RemoteAddr())
+			req.Reject(nil)
+			continue
+		}
+		c, err := l.accept(ctx, req, host)
 		if err == nil {
 			return c, nil
 		}
@@ -101,8 +145,9 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	}
 }
 
-func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest) (*Conn, error) {
+func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string) (*Conn, error) {
 	c := newConn(l.cfg, true)
+	c.ln, c.mem = l, newBudget(l.cfg.Bounds.connMemory())
 	c.resp = &responder{c: c, pending: make(map[uint32]*inCall), done: make(map[uint32]*readReply)}
 	c.role = c.resp
 	grantMax := c.cfg.Grant.Grant(^uint32(0))
@@ -114,25 +159,75 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest) (*Conn, err
 	// credit count, and one per backward call outstanding (RFC 8167,
 	// "Server Receive Buffers").
 	slots := int(grantMax) + 2 + back
+	if l.pool != nil {
+		// The grant is capped: what is in flight on a connection is
+		// bounded by channels sized at setup, which an idle connection
+		// should not pay for in full (pool.go).
+		slots = int(min(grantMax, sharedGrantCap)) + 2 + back
+	}
 	rcfg := c.cfg.RDMA
 	rcfg.PrivateData = c.cfg.privateData().Append(nil)
 	rcfg.RecvQueueDepth = max(rcfg.RecvQueueDepth, slots)
 	rcfg.SendQueueDepth = max(rcfg.SendQueueDepth, 2*slots)
+	// What the connection gives back when it ends, whichever way: its
+	// count at the Listener, its rings, what the pool promised it.
+	c.onEnd = func() {
+		c.stopWatch()
+		l.registered.Add(-c.ringBytes()) // Close releases them
+		l.leave(host)
+	}
+	if l.pool != nil {
+		c.onClosed = func() { l.pool.detach(c.rc, c.allot.Swap(0)) }
+		// One credit to start with, from the pool (pool.go); the
+		// backward direction's receives come from it too.
+		if !l.pool.allot(1 + back) {
+			c.onEnd()
+			l.limit(LimitReceives, req.RemoteAddr())
+			req.Reject(nil)
+			return nil, errPoolFull
+		}
+		c.allot.Store(int64(1 + back))
+		rcfg.SharedRecv = l.pool.q
+		rcfg.SendQueueDepth = max(c.cfg.RDMA.SendQueueDepth, 2*(sharedSendSlots+back))
+	}
 	rcfg.Prepare = func(rc rdma.Conn) error {
 		if err := c.setup(rc, slots); err != nil {
 			return err
 		}
+		if l.pool != nil {
+			c.resp.grant.Store(1)
+			l.pool.attach(rc, c)
+			return nil
+		}
 		// Never grant more than the receives posted, less two for
 		// messages outside the credit count (RDMA_DONE, a stray error).
-		c.resp.grant = min(grantMax, uint32(max(c.recvSlots-2-back, 1)))
+		c.resp.grant.Store(min(grantMax, uint32(max(c.recvSlots-2-back, 1))))
 		return nil
 	}
-	rc, err := req.Accept(ctx, rcfg)
+	actx := ctx
+	if d := l.cfg.Bounds.handshakeTimeout(); d > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	rc, err := req.Accept(actx, rcfg)
 	if err != nil {
+		if c.rc != nil {
+			c.fail(err) // Prepare ran: the hooks give everything back
+		} else {
+			c.onEnd()
+			if c.onClosed != nil {
+				c.onClosed()
+			}
+		}
+		if ctx.Err() == nil && actx.Err() != nil {
+			l.limit(LimitHandshakeTimeout, req.RemoteAddr())
+		}
 		return nil, err
 	}
 	c.rc = rc
 	c.start()
+	c.watch()
 	return c, nil
 }
 

@@ -47,6 +47,48 @@
 // on. Stats counts what each connection carried, and every message it
 // dropped or rejected by Reason.
 //
+// # Bounds
+//
+// A responder is bounded whatever its peers do (Config.Bounds, bounds.go).
+// Its Listener refuses requests beyond Bounds.MaxConns (default 16384)
+// and Bounds.MaxConnsPerAddr from one host (1024) before anything is
+// allocated for them, and closes a connection that sends nothing within
+// Bounds.HandshakeTimeout (10 s) of its request or no call for
+// Bounds.IdleTimeout (6 minutes). Every call reserves, before any
+// allocation or RDMA Read, the bytes it can make the responder hold: its
+// read chunks plus the write and reply chunks it offers for its reply. A
+// call asking more than Bounds.CallMemory (16 MiB) is answered ERR_CHUNK;
+// Bounds.ArgLimit lets the upper layer refuse, per procedure, read
+// chunks larger than it takes. Reservations come from the connection's
+// Bounds.ConnMemory (64 MiB) and the Listener's Bounds.ServerMemory
+// (1 GiB); a connection at its share waits for its own calls, and
+// connections wait for the Listener's budget in arrival order. A call
+// whose RDMA Reads take longer than Bounds.PullTimeout (30 s) ends its
+// connection, which releases what it held. Each limit that acts is
+// logged with the peer's address and counted by Reason, in the
+// connection's Stats and in Listener.Stats.
+//
+// With Bounds.SharedReceives (off by default), a Listener's connections
+// receive from one pool, a shared receive queue of the provider, instead
+// of Grant.Max receives each: a connection is promised one credit when
+// accepted and more (up to 32) while its calls keep its grant busy and
+// its requester asks for more, never more than the pool holds; a request
+// the pool cannot promise a credit to is refused. An idle connection
+// then registers two send buffers and no receive: with 1 KiB inline
+// messages, 10,000 connections to one responder register 29 MiB in all.
+//
+// Linux's server (svcrdma) bounds differently: each connection posts a
+// fixed 64 receives of 4 KiB (svcrdma_max_requests, raised to 128 in
+// late 2025, and svcrdma_max_req_size) plus 2 for backward calls, with no
+// receive queue shared between connections; a call's payload is bounded
+// by the NFS server's maximum (RPCSVC_MAXPAYLOAD, 1 MiB), with no budget
+// per connection or per server beyond the number of nfsd threads; the
+// RPC layer caps connections at (threads + 3) * 20 unless sv_maxconn is
+// set, closing the oldest beyond, and closes connections unused for one
+// to two 6-minute aging periods. Our 16 MiB per call, 64 MiB per
+// connection and 1 GiB per server leave room for a requester pipelining
+// 1 MiB calls while bounding what a hostile one can pin.
+//
 // # Where things are
 //
 //   - conn.go: Conn, its fields and who owns them, the lock order, setup
@@ -66,6 +108,9 @@
 //   - config.go: Config, its defaults and checks, and what the RFC 8797
 //     private data settle.
 //   - dial.go: Dial, Listen, Listener and Serve; reconnect.go: DialClient.
+//   - bounds.go: Bounds, the limits a Listener applies to connections, and
+//     the memory budgets calls reserve from; pool.go: the shared receive
+//     pool and the credits granted from it.
 //   - config_proto.go: the Connection Configuration Protocol (CONF_RDMA).
 //   - stats.go: counters and drop and rejection Reasons; errors.go: the
 //     error types; bufpool.go: pooled buffers for pulled chunks.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
@@ -42,6 +43,9 @@ type pulling struct {
 	mu   sync.Mutex
 	err  error
 	done func(bufs [][]byte, err error)
+	// timer ends the connection if the Reads take longer than
+	// Bounds.PullTimeout (a responder's only); stopped at the end.
+	timer *time.Timer
 }
 
 func (p *pulling) setErr(err error) {
@@ -58,6 +62,9 @@ func (p *pulling) setErr(err error) {
 func (p *pulling) put() {
 	if p.left.Add(-1) != 0 {
 		return
+	}
+	if p.timer != nil {
+		p.timer.Stop()
 	}
 	p.c.releaseAll(p.mrs)
 	p.mu.Lock()
@@ -88,6 +95,12 @@ func (p *pulling) put() {
 func (c *Conn) startPull(chunks []wire.ReadChunk, pooled bool, done func(bufs [][]byte, err error)) {
 	p := &pulling{c: c, pooled: pooled, bufs: make([][]byte, len(chunks)), mrs: make([]rdma.MR, 0, len(chunks)), done: done}
 	p.left.Store(1)
+	if d := c.cfg.Bounds.pullTimeout(); d > 0 && c.ln != nil {
+		// RDMA Reads cannot be cancelled one by one: a peer that
+		// withholds its Read Responses loses the connection, whose end
+		// flushes them and so releases what they hold.
+		p.timer = time.AfterFunc(d, func() { c.closeFor(LimitPullTimeout) })
+	}
 	defer p.put()
 	maxMsg := max(c.rc.Limits().MaxMessageSize, 4096)
 	ctx := c.ctx

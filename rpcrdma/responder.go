@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -43,7 +44,7 @@ import (
 
 type responder struct {
 	c     *Conn
-	grant uint32
+	grant atomic.Uint32 // credits granted in every reply; rises while calls keep it busy (shared pool)
 
 	mu       sync.Mutex
 	pending  map[uint32]*inCall    // calls received and not yet answered, chained by next for a repeated xid
@@ -60,13 +61,14 @@ type readReply struct {
 
 // inCall is what a received call offered for its reply.
 type inCall struct {
-	xid    uint32
-	vers   wire.Version
-	writes wire.WriteList
-	reply  wire.ReplyChunk
-	inv    rdma.STag   // the one STag the call named, for Send With Invalidate; 0 if none or several
-	next   *inCall     // a later call with the same xid
-	hdr    wire.Header // the reply's transport header, built by sendReply
+	xid     uint32
+	credits uint32 // the credits the requester asked for (RFC 8166 Section 3.3.1)
+	vers    wire.Version
+	writes  wire.WriteList
+	reply   wire.ReplyChunk
+	inv     rdma.STag   // the one STag the call named, for Send With Invalidate; 0 if none or several
+	next    *inCall     // a later call with the same xid
+	hdr     wire.Header // the reply's transport header, built by sendReply
 
 	piecesBuf  [4][]byte // backing for the reply plan's pieces
 	resultsBuf [2]int    // backing for the reply plan's results
@@ -83,6 +85,8 @@ type inMsg struct {
 	payload []byte   // the call's inline part, copied out of the receive buffer
 	pzrc    []byte   // a long call's position-zero chunk (getBuf)
 	bufs    [][]byte // its data chunks (getBuf)
+	held    int64    // bytes reserved from the connection's and the Listener's budgets (bounds.go)
+	waited  bool     // recvCall has seen the call once and left it waiting for its share
 	release func()   // msg.Release, bound once
 }
 
@@ -107,6 +111,7 @@ func (im *inMsg) free() {
 	r.mu.Lock()
 	r.unpend(&im.ic)
 	r.mu.Unlock()
+	r.unreserve(im)
 	if im.pzrc != nil {
 		putBuf(im.pzrc)
 	}
@@ -152,6 +157,11 @@ func (r *responder) unpend(ic *inCall) {
 func (r *responder) overrun() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.c.shared() {
+		// The pool's receives are shared: a requester may have its
+		// grant outstanding, and two messages outside the credit count.
+		return r.npending >= int(r.grant.Load())+2
+	}
 	return r.npending >= r.c.recvSlots-int(r.c.cfg.BackwardCredits)
 }
 
@@ -262,7 +272,7 @@ func (r *responder) answerVers(v wire.Version) wire.Version {
 // goroutines is bounded by the receives the requester can fill.
 func (r *responder) sendError(xid uint32, vers wire.Version, code wire.ErrorCode) {
 	c := r.c
-	h := &wire.Header{XID: xid, Vers: vers, Credits: r.grant, Proc: wire.RDMA_ERROR, Error: wire.ErrorBody{Code: code}}
+	h := &wire.Header{XID: xid, Vers: vers, Credits: r.grant.Load(), Proc: wire.RDMA_ERROR, Error: wire.ErrorBody{Code: code}}
 	if code == wire.ErrVers {
 		h.Error.Low, h.Error.High = c.versions[0], c.versions[len(c.versions)-1]
 	}
@@ -288,9 +298,11 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	c := r.c
 	h := &in.hdr
 	im := in.im
-	c.stats.add(statCallsReceived, 1)
+	if !im.waited {
+		c.stats.add(statCallsReceived, 1)
+	}
 	ic := &im.ic
-	*ic = inCall{xid: h.XID, vers: h.Vers, writes: h.Chunks.Writes, reply: h.Chunks.Reply, inv: soleSTag(&h.Chunks)}
+	*ic = inCall{xid: h.XID, vers: h.Vers, credits: h.Credits, writes: h.Chunks.Writes, reply: h.Chunks.Reply, inv: soleSTag(&h.Chunks)}
 
 	var chunks []wire.ReadChunk
 	if len(h.Chunks.Reads) > 0 {
@@ -300,6 +312,18 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		if n := ch.Length(); n > maxChunk {
 			return r.refuse(im, RejectChunk, fmt.Sprintf("read chunk at position %d holds %d bytes, more than the %d this responder takes", ch.Position, n, maxChunk))
 		}
+	}
+	// What the call may make us hold, reserved before anything is
+	// allocated or read (bounds.go). A call that must wait for it waits
+	// on a side goroutine, so that this Recv goes on delivering the
+	// calls that hold the budget.
+	if why := r.reserve(im, h, false); why != "" {
+		return r.refuse(im, RejectTooLarge, why)
+	}
+	if im.held < 0 {
+		im.held, im.waited = 0, true
+		r.waitReserve(*in)
+		return nil, false, nil
 	}
 	m = &im.msg
 	m.XDR = in.payload
@@ -325,6 +349,9 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 	}
 	if xid, _, ok := rpc.PeekHeader(m.XDR); !ok || xid != h.XID {
 		return r.refuse(im, RejectXID, "RPC call does not carry the transport header's XID")
+	}
+	if why := r.argLimit(m.XDR, chunks); why != "" {
+		return r.refuse(im, RejectTooLarge, why)
 	}
 	// Check every data chunk against the length word it replaces before
 	// any RDMA Read: a chunk that does not fit costs the requester an
@@ -401,13 +428,21 @@ func (r *responder) addPending(ic *inCall) {
 		r.pending[ic.xid] = ic
 	}
 	r.npending++
+	g := r.grant.Load()
+	busy := r.npending >= int(g) && ic.credits > g
 	r.mu.Unlock()
+	if busy {
+		r.c.raiseGrant(ic.credits)
+	}
 }
 
 // refuse answers a call with ERR_CHUNK from Recv, counting it under
 // reason, and gives im back.
 func (r *responder) refuse(im *inMsg, reason Reason, why string) (*rpc.Msg, bool, error) {
 	ic := &im.ic
+	if reason == RejectTooLarge && r.c.ln != nil {
+		r.c.ln.reasons[reason].Add(1)
+	}
 	r.reject(reason, ic.xid, ic.vers, wire.ErrChunk, "why", why)
 	im.free()
 	return nil, false, nil
@@ -465,7 +500,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	// Plan. The header lives in ic, which stays until the call's Msg is
 	// released, after this returns.
 	h := &ic.hdr
-	*h = wire.Header{XID: xid, Vers: ic.vers, Credits: r.grant}
+	*h = wire.Header{XID: xid, Vers: ic.vers, Credits: r.grant.Load()}
 	shape := replyShape{
 		writes:    ic.writes,
 		reply:     ic.reply,

@@ -99,7 +99,20 @@ const (
 	RejectChunk                                     // ERR_CHUNK: a read chunk too large, outside the call or at odds with its length word
 	RejectXID                                       // ERR_CHUNK: an RPC call whose XID is not the transport header's
 	RejectReplyTooLarge                             // ERR_CHUNK: a reply that fits nothing the call offered
-	NumReasons                                      // the number of Reasons
+	RejectTooLarge                                  // ERR_CHUNK: read chunks adding up to more than the call may hold (Bounds)
+	firstLimit
+)
+
+// Limits: a connection refused or closed, by a responder, for one of
+// Config.Bounds. Each is logged with the peer's address at Info level.
+const (
+	LimitMaxConns         Reason = firstLimit + iota // a connection request refused: Bounds.MaxConns open already
+	LimitMaxConnsPerAddr                             // a connection request refused: Bounds.MaxConnsPerAddr open from its host already
+	LimitHandshakeTimeout                            // closed: no message within Bounds.HandshakeTimeout of the request
+	LimitIdle                                        // closed: no call for Bounds.IdleTimeout
+	LimitPullTimeout                                 // closed: a call's RDMA Reads not done within Bounds.PullTimeout
+	LimitReceives                                    // a connection request refused: the shared receive pool has no receive left to promise
+	NumReasons                                       // the number of Reasons
 )
 
 var reasonNames = [NumReasons]string{
@@ -124,6 +137,13 @@ var reasonNames = [NumReasons]string{
 	RejectChunk:           "reject_chunk",
 	RejectXID:             "reject_xid",
 	RejectReplyTooLarge:   "reject_reply_too_large",
+	RejectTooLarge:        "reject_too_large",
+	LimitMaxConns:         "limit_max_conns",
+	LimitMaxConnsPerAddr:  "limit_max_conns_per_addr",
+	LimitHandshakeTimeout: "limit_handshake_timeout",
+	LimitIdle:             "limit_idle",
+	LimitPullTimeout:      "limit_pull_timeout",
+	LimitReceives:         "limit_receives",
 }
 
 // String returns the reason's stable name, such as "credit_overrun".
@@ -134,8 +154,12 @@ func (r Reason) String() string {
 	return "unknown"
 }
 
-// IsDrop reports whether r is a drop rather than a rejection.
+// IsDrop reports whether r is a drop rather than a rejection or a limit.
 func (r Reason) IsDrop() bool { return r < firstReject }
+
+// IsLimit reports whether r is one of the limits of Config.Bounds acting
+// on a connection.
+func (r Reason) IsLimit() bool { return r >= firstLimit && r < NumReasons }
 
 // counters are a connection's counters, read through Conn.Stats. They are
 // updated by whichever goroutine sees the event, atomically.
@@ -251,7 +275,7 @@ type Counter struct {
 // order, for a metrics writer: the counters ("calls_sent", "inline_bytes",
 // ...), the RDMA_ERROR messages by code ("errors_sent_ERR_CHUNK", with
 // "other" for unknown codes) and each reason ("dropped_credit_overrun",
-// "rejected_chunk" for RejectChunk). The gauges Registered and CallsPending are not
+// "rejected_chunk" for RejectChunk, "limit_idle" for LimitIdle). The gauges Registered and CallsPending are not
 // counters and are not included.
 func (s *StatsSnapshot) Counters() []Counter {
 	out := make([]Counter, 0, int(numStats)+2*len(s.ErrorsSent)+int(NumReasons))
@@ -266,9 +290,12 @@ func (s *StatsSnapshot) Counters() []Counter {
 		out = append(out, Counter{"errors_sent_" + name, s.ErrorsSent[i]}, Counter{"errors_received_" + name, s.ErrorsReceived[i]})
 	}
 	for r := range NumReasons {
-		if r.IsDrop() {
+		switch {
+		case r.IsDrop():
 			out = append(out, Counter{"dropped_" + r.String(), s.Reasons[r]})
-		} else {
+		case r.IsLimit():
+			out = append(out, Counter{r.String(), s.Reasons[r]})
+		default:
 			out = append(out, Counter{"rejected_" + r.String()[len("reject_"):], s.Reasons[r]})
 		}
 	}

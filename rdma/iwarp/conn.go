@@ -48,6 +48,7 @@ import (
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/srq"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/wq"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
 )
@@ -127,6 +128,16 @@ type Conn struct {
 	orq     wq.Ring[outRead]
 	irq     wq.Ring[inRead]
 	mrs     map[*mr]struct{}
+	closed  bool // Close has run (and detached c from srq)
+
+	// srq is the shared receive queue c is attached to, or nil. srqWR is
+	// the receive the Send being received took from it (the reader's),
+	// srqHeld says whether one is held (guarded by mu): the reader
+	// completes it, with StatusFlushed if c ends first, once it no longer
+	// places into it.
+	srq     *srq.Queue
+	srqWR   wq.RecvWR
+	srqHeld bool
 
 	tx txState // owned by the writer
 	rx rxState // owned by the reader
@@ -180,6 +191,10 @@ func newConn(p *Provider, cp connParams) *Conn {
 		orq:        wq.NewRing[outRead](cp.s.ord),
 		irq:        wq.NewRing[inRead](cp.s.ird),
 		mrs:        make(map[*mr]struct{}),
+		srq:        cp.s.srq,
+	}
+	if c.srq != nil {
+		c.srq.Attach()
 	}
 	c.tx.init(c)
 	c.tx.rtrSent = !cp.rtr
@@ -294,6 +309,9 @@ func (c *Conn) PostRecv(id uint64, sgl []rdma.SGE) error {
 	if c.state == stateDead {
 		return c.deadErr(fmt.Sprintf("post recv %d", id))
 	}
+	if c.srq != nil {
+		return fmt.Errorf("iwarp: post recv %d: the connection receives from a shared receive queue: %w", id, rdma.ErrInvalid)
+	}
 	return c.q.CheckedPostRecv("iwarp", id, sgl, c.limits.RecvQueueDepth, c.checkSGL)
 }
 
@@ -370,12 +388,16 @@ func (c *Conn) Close() error {
 	for m := range c.mrs {
 		c.releaseLocked(m)
 	}
-	started := c.started
+	started, detach := c.started, c.srq != nil && !c.closed
+	c.closed = true
 	c.mu.Unlock()
 	if started {
-		<-c.readerDone
+		<-c.readerDone // the reader has given back the receive it held
 	} else {
 		c.closeSocket()
+	}
+	if detach {
+		c.srq.Detach()
 	}
 	return nil
 }

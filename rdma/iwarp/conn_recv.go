@@ -94,6 +94,9 @@ func (c *Conn) reader() {
 	default:
 		c.endLocked(rdma.ErrConnectionLost, nil)
 	}
+	if c.srqHeld {
+		c.completeRecvLocked(rdma.Completion{Status: rdma.StatusFlushed})
+	}
 	c.mu.Unlock()
 	if err == errEnded {
 		// Discard what still arrives until the peer closes or the deadline
@@ -553,13 +556,13 @@ func (c *Conn) recvSend(h *ddp.Header, ulen, plen int) error {
 		switch {
 		case h.MSN != c.rx.msn[0]:
 			return c.unlockFail(violatef(ddp.CauseDDPUntaggedInvalidMSN, h, ulen, "%v MSN %d, want %d", op, h.MSN, c.rx.msn[0]))
-		case c.q.RQ.Len() == 0:
-			return c.unlockFail(violatef(ddp.CauseDDPUntaggedNoBuffer, h, ulen, "%v MSN %d with no receive posted", op, h.MSN))
 		case h.MO != 0:
 			return c.unlockFail(violatef(ddp.CauseDDPUntaggedInvalidMO, h, ulen, "%v MSN %d starts at MO %d", op, h.MSN, h.MO))
+		case !c.takeRecvLocked():
+			return c.unlockFail(violatef(ddp.CauseDDPUntaggedNoBuffer, h, ulen, "%v MSN %d with no receive posted", op, h.MSN))
 		}
 		s.active, s.op, s.msn, s.got = true, op, h.MSN, 0
-		s.dst = cursor{sgl: c.q.RQ.Front().SGL}
+		s.dst = cursor{sgl: c.recvFrontLocked().SGL}
 	} else {
 		switch {
 		case h.MSN != s.msn:
@@ -570,16 +573,16 @@ func (c *Conn) recvSend(h *ddp.Header, ulen, plen int) error {
 			return c.unlockFail(violatef(ddp.CauseDDPUntaggedInvalidMO, h, ulen, "%v MSN %d at MO %d, want %d", op, h.MSN, h.MO, s.got))
 		}
 	}
-	r := c.q.RQ.Front()
+	r := c.recvFrontLocked()
 	if plen > r.Length-s.got {
 		id, length := r.ID, r.Length
-		c.q.CompleteRecv(rdma.Completion{Status: rdma.StatusLocalLength})
+		c.completeRecvLocked(rdma.Completion{Status: rdma.StatusLocalLength})
 		return c.unlockFail(violatef(ddp.CauseDDPUntaggedTooLong, h, ulen,
 			"%v MSN %d: %d bytes at MO %d into receive %d of %d bytes", op, h.MSN, plen, h.MO, id, length))
 	}
 	if plen > 0 && !sglOK(r.SGL, rdma.AccessLocalWrite) {
-		_, err := c.checkSGL(r.SGL, rdma.AccessLocalWrite)
-		c.q.CompleteRecv(rdma.Completion{Status: rdma.StatusLocalProtection})
+		_, err := c.checkRecvSGLLocked(r.SGL)
+		c.completeRecvLocked(rdma.Completion{Status: rdma.StatusLocalProtection})
 		return c.unlockFail(violatef(ddp.CauseDDPLocalCatastrophic, nil, 0, "%v into receive %d: %v", op, r.ID, err))
 	}
 	if err := c.placeLocked(sglRegion(r.SGL), &s.dst, plen, ulen); err != nil {
@@ -599,13 +602,53 @@ func (c *Conn) recvSend(h *ddp.Header, ulen, plen int) error {
 	if op.Invalidates() {
 		stag := rdma.STag(h.InvalidateSTag)
 		if te, ok := c.invalidateRemote(stag); !ok {
-			c.q.CompleteRecv(rdma.Completion{Status: rdma.StatusRemoteInvalidRequest})
+			c.completeRecvLocked(rdma.Completion{Status: rdma.StatusRemoteInvalidRequest})
 			c.violateLocked(violate(te, h, ulen))
 			return errEnded
 		}
 		comp.Invalidated, comp.InvalidatedSTag = true, stag
 	}
-	c.q.CompleteRecv(comp)
+	c.completeRecvLocked(comp)
 	c.rx.msn[0]++
 	return nil
+}
+
+// takeRecvLocked finds the receive a new Send fills, and reports whether
+// there is one: the oldest posted on c's receive queue, or one taken from
+// its shared receive queue. The caller holds c.mu.
+func (c *Conn) takeRecvLocked() bool {
+	if c.srq == nil {
+		return c.q.RQ.Len() > 0
+	}
+	c.srqHeld = c.srq.Take(&c.srqWR)
+	return c.srqHeld
+}
+
+// recvFrontLocked returns the receive takeRecvLocked found. The caller
+// holds c.mu.
+func (c *Conn) recvFrontLocked() *wq.RecvWR {
+	if c.srq != nil {
+		return &c.srqWR
+	}
+	return c.q.RQ.Front()
+}
+
+// completeRecvLocked completes the receive takeRecvLocked found with
+// comp. The caller holds c.mu.
+func (c *Conn) completeRecvLocked(comp rdma.Completion) {
+	if c.srq == nil {
+		c.q.CompleteRecv(comp)
+		return
+	}
+	c.srqHeld = false
+	c.srq.Complete(c, c.srqWR.ID, comp)
+}
+
+// checkRecvSGLLocked checks the memory of the receive recvFrontLocked
+// returns. The caller holds c.mu.
+func (c *Conn) checkRecvSGLLocked(sgl []rdma.SGE) (int, error) {
+	if c.srq != nil {
+		return c.srq.CheckSGL(sgl)
+	}
+	return c.checkSGL(sgl, rdma.AccessLocalWrite)
 }

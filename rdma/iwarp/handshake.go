@@ -25,7 +25,9 @@ package iwarp
 //	setup, up      the Conn (conn.go); the first FPDU waits FirstSendDelay.
 //
 // Responder (Listener): one goroutine accepts TCP connections and one per
-// connection reads its Request, so a slow peer delays nobody else.
+// connection reads its Request, so a slow peer delays nobody else. At most
+// Options.MaxHandshakes are in progress (MaxHandshakesPerHost from one
+// host); a TCP connection beyond is closed at once.
 //
 //	accepted       the Request must arrive within HandshakeTimeout.
 //	request read   a bad key, a Reply key, a revision other than 1 or 2, a
@@ -269,6 +271,7 @@ type Listener struct {
 	mu       sync.Mutex
 	isClosed bool
 	pending  map[net.Conn]struct{} // connections whose Request is being read
+	perHost  map[string]int        // pending, by remote host
 }
 
 var _ rdma.Listener = (*Listener)(nil)
@@ -354,19 +357,49 @@ func (l *Listener) acceptLoop() {
 			nc.Close()
 			return
 		}
+		host := remoteHost(nc)
+		if !l.roomLocked(host) {
+			n := len(l.pending)
+			l.mu.Unlock()
+			l.p.stats.hsRefused.Add(1)
+			l.p.log.Debug("iwarp: too many handshakes in progress; connection closed", "remote", nc.RemoteAddr(), "in_progress", n)
+			nc.Close()
+			continue
+		}
 		l.pending[nc] = struct{}{}
+		l.perHost[host]++
 		l.wg.Add(1)
 		l.mu.Unlock()
-		go l.handshake(nc)
+		go l.handshake(nc, host)
 	}
 }
 
+// roomLocked reports whether another handshake from host may start; l.mu
+// is held.
+func (l *Listener) roomLocked(host string) bool {
+	o := &l.p.opts
+	return (o.MaxHandshakes < 0 || len(l.pending) < o.MaxHandshakes) &&
+		(o.MaxHandshakesPerHost < 0 || l.perHost[host] < o.MaxHandshakesPerHost)
+}
+
+// remoteHost returns the host of nc's remote address.
+func remoteHost(nc net.Conn) string {
+	s := nc.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(s); err == nil {
+		return h
+	}
+	return s
+}
+
 // handshake reads the Request on nc and queues the request for Accept.
-func (l *Listener) handshake(nc net.Conn) {
+func (l *Listener) handshake(nc net.Conn, host string) {
 	defer l.wg.Done()
 	req, err := l.respond(nc)
 	l.mu.Lock()
 	delete(l.pending, nc)
+	if l.perHost[host]--; l.perHost[host] <= 0 {
+		delete(l.perHost, host)
+	}
 	queued := false
 	if err == nil && !l.isClosed {
 		select {
@@ -603,7 +636,7 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg rdma.ConnConfig) (rdma.Con
 	if err := rdma.CheckPrivateData("accept", cfg.PrivateData); err != nil {
 		return nil, err
 	}
-	s, err := newSettings(cfg)
+	s, err := r.l.p.newSettings(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("iwarp: accept request from %v: %w", r.RemoteAddr(), err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/srq"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
 )
 
@@ -38,6 +39,10 @@ const (
 	// long Dial waits for the Reply (Linux siw waits 10 s) and how long a
 	// listener waits for the Request after the TCP accept.
 	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultMaxHandshakes and DefaultMaxHandshakesPerHost bound a
+	// listener's MPA handshakes in progress, in all and from one host.
+	DefaultMaxHandshakes        = 1024
+	DefaultMaxHandshakesPerHost = 128
 
 	// SiwFirstSendDelay is the Options.FirstSendDelay to use toward a
 	// Linux soft-iWARP (siw) responder, such as the Linux NFS server over
@@ -114,6 +119,18 @@ type Options struct {
 	// the middle of an FPDU being placed into that region.
 	HandshakeTimeout time.Duration
 
+	// MaxHandshakes bounds the MPA handshakes a listener has in progress
+	// (TCP connections whose Request has not yet been read), each of
+	// which holds a socket and a goroutine for up to HandshakeTimeout;
+	// MaxHandshakesPerHost bounds those from one remote host. A TCP
+	// connection beyond either is closed at once (Stats.HandshakesRefused),
+	// so a flood of connections that never send their Request holds a
+	// bounded number of sockets and goroutines. Zero means
+	// DefaultMaxHandshakes and DefaultMaxHandshakesPerHost; negative, no
+	// limit.
+	MaxHandshakes        int
+	MaxHandshakesPerHost int
+
 	// FirstSendDelay is how long an initiator holds its first FPDU after
 	// the MPA Reply, which a Linux siw responder needs (see
 	// SiwFirstSendDelay); zero or negative, the default, means none. With
@@ -150,12 +167,13 @@ type Stats struct {
 	Accepts           uint64 // connections established by ConnRequest.Accept
 	HandshakeFailures uint64 // MPA exchanges that failed (bad frame, timeout, refused option)
 	AutoRejects       uint64 // Requests answered with a Reject by the provider (markers, private data)
+	HandshakesRefused uint64 // TCP connections closed at once: MaxHandshakes or MaxHandshakesPerHost in progress
 	TerminatesSent    uint64 // Terminates sent on established connections: violations detected here
 	TerminatesRecv    uint64 // Terminates received on established connections
 }
 
 type stats struct {
-	dials, accepts, handshakeFailures, autoRejects, termSent, termRecv atomic.Uint64
+	dials, accepts, handshakeFailures, autoRejects, termSent, termRecv, hsRefused atomic.Uint64
 }
 
 // Provider is an rdma.Provider speaking iWARP over TCP: MPA (RFC 5044, RFC
@@ -195,6 +213,12 @@ func New(opts Options) (*Provider, error) {
 	if opts.HandshakeTimeout == 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
 	}
+	if opts.MaxHandshakes == 0 {
+		opts.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if opts.MaxHandshakesPerHost == 0 {
+		opts.MaxHandshakesPerHost = DefaultMaxHandshakesPerHost
+	}
 	opts.FirstSendDelay = max(opts.FirstSendDelay, 0)
 	log := opts.Logger
 	if log == nil {
@@ -214,6 +238,7 @@ func (p *Provider) Stats() Stats {
 		Accepts:           p.stats.accepts.Load(),
 		HandshakeFailures: p.stats.handshakeFailures.Load(),
 		AutoRejects:       p.stats.autoRejects.Load(),
+		HandshakesRefused: p.stats.hsRefused.Load(),
 		TerminatesSent:    p.stats.termSent.Load(),
 		TerminatesRecv:    p.stats.termRecv.Load(),
 	}
@@ -232,7 +257,7 @@ func (p *Provider) Dial(ctx context.Context, addr string, cfg rdma.ConnConfig) (
 	if err := rdma.CheckPrivateData("dial", cfg.PrivateData); err != nil {
 		return nil, err
 	}
-	s, err := newSettings(cfg)
+	s, err := p.newSettings(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("iwarp: dial %s: %w", addr, err)
 	}
@@ -276,6 +301,7 @@ func (p *Provider) Listen(ctx context.Context, addr string) (rdma.Listener, erro
 		reqs:    make(chan *ConnRequest, listenBacklog),
 		closed:  make(chan struct{}),
 		pending: make(map[net.Conn]struct{}),
+		perHost: make(map[string]int),
 	}
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -295,16 +321,47 @@ func (p *Provider) mulpdu(nc net.Conn) int {
 	return mpa.MULPDU(mss, false)
 }
 
-// settings are one side's queue sizes and read depths.
+// settings are one side's queue sizes, read depths and shared receive
+// queue.
 type settings struct {
 	sq, rq, ird, ord int
+	srq              *srq.Queue
 }
 
-func newSettings(cfg rdma.ConnConfig) (settings, error) {
+func (p *Provider) newSettings(cfg rdma.ConnConfig) (settings, error) {
 	d, err := cfg.Depths(
 		rdma.Depths{SendQueue: DefaultQueueDepth, RecvQueue: DefaultQueueDepth, IRD: DefaultReadDepth, ORD: DefaultReadDepth},
 		rdma.Depths{SendQueue: MaxQueueDepth, RecvQueue: MaxQueueDepth, IRD: MaxReadDepth, ORD: MaxReadDepth})
-	return settings{sq: d.SendQueue, rq: d.RecvQueue, ird: d.IRD, ord: d.ORD}, err
+	if err != nil {
+		return settings{}, err
+	}
+	s := settings{sq: d.SendQueue, rq: d.RecvQueue, ird: d.IRD, ord: d.ORD}
+	if s.srq, err = srq.Of(cfg, p); err != nil {
+		return settings{}, err
+	}
+	if s.srq != nil {
+		s.rq = 0
+	}
+	return s, nil
+}
+
+// Shared receive queue limits. A SharedRecvConfig.Depth of zero picks the
+// default; a larger one than the maximum is lowered to it.
+const (
+	DefaultSharedRecvDepth = 1024
+	MaxSharedRecvDepth     = 1 << 20
+)
+
+var _ rdma.SharedRecvProvider = (*Provider)(nil)
+
+// NewSharedRecvQueue returns a shared receive queue for the provider's
+// connections.
+func (p *Provider) NewSharedRecvQueue(cfg rdma.SharedRecvConfig) (rdma.SharedRecvQueue, error) {
+	d, err := srq.Depth(cfg, DefaultSharedRecvDepth, MaxSharedRecvDepth)
+	if err != nil {
+		return nil, fmt.Errorf("iwarp: %w", err)
+	}
+	return srq.New(srq.Config{Name: "iwarp", Provider: p, STags: p.stags, MaxSGE: MaxSGE, Depth: d}), nil
 }
 
 // negotiateResponder applies RFC 6581 section 9.1 at the responder to the

@@ -41,14 +41,14 @@ func TestCRCPolicyString(t *testing.T) {
 }
 
 func TestNewSettings(t *testing.T) {
-	s, err := newSettings(rdma.ConnConfig{SendQueueDepth: 1 << 20, IRD: 500, ORD: 3})
+	s, err := (&Provider{}).newSettings(rdma.ConnConfig{SendQueueDepth: 1 << 20, IRD: 500, ORD: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s != (settings{sq: MaxQueueDepth, rq: DefaultQueueDepth, ird: MaxReadDepth, ord: 3}) {
 		t.Errorf("settings %+v", s)
 	}
-	if _, err := newSettings(rdma.ConnConfig{RecvQueueDepth: -1}); !errors.Is(err, rdma.ErrInvalid) {
+	if _, err := (&Provider{}).newSettings(rdma.ConnConfig{RecvQueueDepth: -1}); !errors.Is(err, rdma.ErrInvalid) {
 		t.Errorf("negative depth: %v", err)
 	}
 }

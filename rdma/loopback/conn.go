@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/srq"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/wq"
 )
 
@@ -81,6 +82,11 @@ type Conn struct {
 	peerPD []byte
 	limits rdma.Limits
 
+	// srq is the shared receive queue c is attached to, or nil; srqWR
+	// holds the receive a Send takes from it while it is delivered.
+	srq   *srq.Queue
+	srqWR wq.RecvWR
+
 	done chan struct{} // closed when the state becomes dead
 	kick chan struct{} // wakes run; capacity 1
 
@@ -95,6 +101,7 @@ type Conn struct {
 	sqNext  uint64 // sequence of the next work request to execute
 	irq     wq.Ring[readReq]
 	mrs     map[*mr]struct{}
+	closed  bool // Close has run (and detached c from srq)
 }
 
 var _ rdma.Conn = (*Conn)(nil)
@@ -103,6 +110,7 @@ func newConn(n *Network, l *link, s settings, local, remote Addr, peerPD []byte)
 	c := &Conn{
 		n:      n,
 		l:      l,
+		srq:    s.srq,
 		local:  local,
 		remote: remote,
 		peerPD: peerPD,
@@ -157,6 +165,9 @@ func (c *Conn) PostRecv(id uint64, sgl []rdma.SGE) error {
 	defer c.l.mu.Unlock()
 	if c.state == stateDead {
 		return c.deadErr(fmt.Sprintf("post recv %d", id))
+	}
+	if c.srq != nil {
+		return fmt.Errorf("loopback: post recv %d: the connection receives from a shared receive queue: %w", id, rdma.ErrInvalid)
 	}
 	return c.q.CheckedPostRecv("loopback", id, sgl, c.limits.RecvQueueDepth, c.checkSGL)
 }
@@ -235,6 +246,17 @@ func (c *Conn) terminate(te rdma.TerminateError) {
 	c.endWith(te, recv)
 }
 
+// discard detaches c, which was never handed out, from its shared receive
+// queue.
+func (c *Conn) discard() {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.srq != nil && !c.closed {
+		c.srq.Detach()
+	}
+	c.closed = true
+}
+
 // Close ends the connection and releases its MRs.
 func (c *Conn) Close() error {
 	c.l.mu.Lock()
@@ -242,6 +264,10 @@ func (c *Conn) Close() error {
 	for m := range c.mrs {
 		c.releaseLocked(m)
 	}
+	if c.srq != nil && !c.closed {
+		c.srq.Detach()
+	}
+	c.closed = true
 	wait := [2]chan struct{}{c.txDone, c.peer.txDone}
 	c.l.mu.Unlock()
 	for _, ch := range wait {

@@ -45,7 +45,7 @@ func TestNegotiate(t *testing.T) {
 			t.Errorf("negotiate(%+v, %+v): an ORD exceeds the peer's IRD", c.init, c.resp)
 		}
 	}
-	s, err := newSettings(rdma.ConnConfig{SendQueueDepth: MaxQueueDepth + 1, IRD: 1})
+	s, err := New().newSettings(rdma.ConnConfig{SendQueueDepth: MaxQueueDepth + 1, IRD: 1})
 	if err != nil || s.sq != MaxQueueDepth || s.rq != DefaultQueueDepth || s.ird != 1 || s.ord != DefaultReadDepth {
 		t.Fatalf("newSettings: %+v, %v", s, err)
 	}

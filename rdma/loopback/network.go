@@ -25,6 +25,7 @@ import (
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/srq"
 )
 
 // Provider limits. A ConnConfig value of zero picks the default; a larger
@@ -107,7 +108,7 @@ func (n *Network) Dial(ctx context.Context, addr string, cfg rdma.ConnConfig) (r
 	if err := rdma.CheckPrivateData("dial", cfg.PrivateData); err != nil {
 		return nil, err
 	}
-	if _, err := newSettings(cfg); err != nil {
+	if _, err := n.newSettings(cfg); err != nil {
 		return nil, fmt.Errorf("loopback: dial %q: %w", addr, err)
 	}
 	n.mu.Lock()
@@ -290,7 +291,7 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg rdma.ConnConfig) (rdma.Con
 	if err := rdma.CheckPrivateData("accept", cfg.PrivateData); err != nil {
 		return nil, err
 	}
-	rs, err := newSettings(cfg)
+	rs, err := r.ln.n.newSettings(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("loopback: accept request from %s: %w", r.peer, err)
 	}
@@ -306,39 +307,62 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg rdma.ConnConfig) (rdma.Con
 	r.state = reqAccepting
 	r.mu.Unlock()
 
-	is, _ := newSettings(r.cfg) // checked by Dial
+	is, _ := r.ln.n.newSettings(r.cfg) // checked by Dial
 	is, rs = negotiate(is, rs)
 	l := &link{}
 	init := newConn(r.ln.n, l, is, r.peer, r.local, append([]byte(nil), cfg.PrivateData...))
 	resp := newConn(r.ln.n, l, rs, r.local, r.peer, r.pd)
 	init.peer, resp.peer = resp, init
 	l.ends = [2]*Conn{init, resp}
+	attach(init, resp)
 
 	if cfg.Prepare != nil {
 		if err := cfg.Prepare(resp); err != nil {
 			resp.Close()
+			init.discard()
 			r.answer(reqAccepting, reply{rejected: true})
 			return nil, fmt.Errorf("loopback: accept request from %s: prepare: %w", r.peer, err)
 		}
 	}
 	if st := r.answer(reqAccepting, reply{conn: init}); st != reqAccepting {
 		resp.Close()
+		init.discard()
 		return nil, fmt.Errorf("loopback: accept request from %s: %s", r.peer, st)
 	}
 	resp.establish()
 	return resp, nil
 }
 
-// settings are one side's queue sizes.
+// settings are one side's queue sizes and shared receive queue.
 type settings struct {
 	sq, rq, ird, ord int
+	srq              *srq.Queue
 }
 
-func newSettings(cfg rdma.ConnConfig) (settings, error) {
+func (n *Network) newSettings(cfg rdma.ConnConfig) (settings, error) {
 	d, err := cfg.Depths(
 		rdma.Depths{SendQueue: DefaultQueueDepth, RecvQueue: DefaultQueueDepth, IRD: DefaultReadDepth, ORD: DefaultReadDepth},
 		rdma.Depths{SendQueue: MaxQueueDepth, RecvQueue: MaxQueueDepth, IRD: MaxReadDepth, ORD: MaxReadDepth})
-	return settings{sq: d.SendQueue, rq: d.RecvQueue, ird: d.IRD, ord: d.ORD}, err
+	if err != nil {
+		return settings{}, err
+	}
+	s := settings{sq: d.SendQueue, rq: d.RecvQueue, ird: d.IRD, ord: d.ORD}
+	if s.srq, err = srq.Of(cfg, n); err != nil {
+		return settings{}, err
+	}
+	if s.srq != nil {
+		s.rq = 0
+	}
+	return s, nil
+}
+
+// attach attaches the conns that have a shared receive queue to it.
+func attach(cs ...*Conn) {
+	for _, c := range cs {
+		if c.srq != nil {
+			c.srq.Attach()
+		}
+	}
 }
 
 // negotiate applies RFC 6581 section 9.1 to the initiator's and the
@@ -351,4 +375,23 @@ func negotiate(init, resp settings) (settings, settings) {
 	init.ord = min(init.ord, resp.ird)
 	init.ird = max(init.ird, resp.ord)
 	return init, resp
+}
+
+// Shared receive queue limits. A SharedRecvConfig.Depth of zero picks the
+// default; a larger one than the maximum is lowered to it.
+const (
+	DefaultSharedRecvDepth = 1024
+	MaxSharedRecvDepth     = 1 << 20
+)
+
+var _ rdma.SharedRecvProvider = (*Network)(nil)
+
+// NewSharedRecvQueue returns a shared receive queue for the network's
+// connections.
+func (n *Network) NewSharedRecvQueue(cfg rdma.SharedRecvConfig) (rdma.SharedRecvQueue, error) {
+	d, err := srq.Depth(cfg, DefaultSharedRecvDepth, MaxSharedRecvDepth)
+	if err != nil {
+		return nil, fmt.Errorf("loopback: %w", err)
+	}
+	return srq.New(srq.Config{Name: "loopback", Provider: n, STags: n.stags, MaxSGE: MaxSGE, Depth: d}), nil
 }

@@ -225,20 +225,20 @@ func (c *Conn) refused(seq uint64, det *Conn, te rdma.TerminateError) {
 // local SGE checks, then the invalidation at the end of the message).
 func (c *Conn) execSend(seq uint64, w *wq.SendWR) {
 	p := c.peer
-	if p.q.RQ.Len() == 0 {
+	r, ok := p.takeRecv()
+	if !ok {
 		c.refused(seq, p, detail(termNoBuffer, "%v of %d bytes with no receive posted", w.Op, w.Length))
 		return
 	}
-	r := p.q.RQ.Front()
 	if w.Length > r.Length {
 		te := detail(termTooLong, "%v of %d bytes into receive %d of %d bytes", w.Op, w.Length, r.ID, r.Length)
-		p.q.CompleteRecv(rdma.Completion{Status: rdma.StatusLocalLength})
+		p.completeRecv(r, rdma.Completion{Status: rdma.StatusLocalLength})
 		c.refused(seq, p, te)
 		return
 	}
-	if _, err := p.checkSGL(r.SGL, rdma.AccessLocalWrite); err != nil {
+	if _, err := p.checkRecvSGL(r.SGL); err != nil {
 		te := detail(termPlacement, "%v into receive %d: %v", w.Op, r.ID, err)
-		p.q.CompleteRecv(rdma.Completion{Status: rdma.StatusLocalProtection})
+		p.completeRecv(r, rdma.Completion{Status: rdma.StatusLocalProtection})
 		c.refused(seq, p, te)
 		return
 	}
@@ -246,14 +246,45 @@ func (c *Conn) execSend(seq uint64, w *wq.SendWR) {
 	comp := rdma.Completion{Len: w.Length, Solicited: w.Op.Solicited()}
 	if w.Op.Invalidates() {
 		if te, ok := p.invalidateRemote(w.Invalidate); !ok {
-			p.q.CompleteRecv(rdma.Completion{Status: rdma.StatusRemoteInvalidRequest})
+			p.completeRecv(r, rdma.Completion{Status: rdma.StatusRemoteInvalidRequest})
 			c.refused(seq, p, te)
 			return
 		}
 		comp.Invalidated, comp.InvalidatedSTag = true, w.Invalidate
 	}
-	p.q.CompleteRecv(comp)
+	p.completeRecv(r, comp)
 	c.q.Finish(seq, rdma.StatusSuccess, w.Length)
+}
+
+// takeRecv returns the receive the next Send into c fills: the oldest
+// posted on c's receive queue, or one taken from its shared receive queue;
+// false if there is none. The caller holds c.l.mu and completes it with
+// completeRecv.
+func (c *Conn) takeRecv() (*wq.RecvWR, bool) {
+	if c.srq != nil {
+		return &c.srqWR, c.srq.Take(&c.srqWR)
+	}
+	if c.q.RQ.Len() == 0 {
+		return nil, false
+	}
+	return c.q.RQ.Front(), true
+}
+
+// completeRecv completes r, which takeRecv returned, with comp.
+func (c *Conn) completeRecv(r *wq.RecvWR, comp rdma.Completion) {
+	if c.srq != nil {
+		c.srq.Complete(c, r.ID, comp)
+		return
+	}
+	c.q.CompleteRecv(comp)
+}
+
+// checkRecvSGL checks the memory of a receive takeRecv returned.
+func (c *Conn) checkRecvSGL(sgl []rdma.SGE) (int, error) {
+	if c.srq != nil {
+		return c.srq.CheckSGL(sgl)
+	}
+	return c.checkSGL(sgl, rdma.AccessLocalWrite)
 }
 
 // execWrite places an RDMA Write. A zero-length Write is not checked (RFC

@@ -10,7 +10,8 @@
 // of every size with scatter/gather, the STag checks and their order,
 // invalidation (local and remote) and re-registration, queue and IRD/ORD
 // limits, fatal errors ending both sides with everything flushed, and
-// Close. Every case is bounded in time and leak-checked.
+// Close; and, for a provider that offers them, shared receive queues. Every
+// case is bounded in time and leak-checked.
 //
 // Where the RFCs and Linux siw choose differently (the DDP code for a
 // too-long Send, the code for a missing RDMA Write right), either is
@@ -99,6 +100,11 @@ func TestProvider(t *testing.T, cfg Config) {
 		{"CloseIdempotent", testCloseIdempotent},
 		{"WaitContext", testWaitContext},
 		{"WaitEnd", testWaitEnd},
+		{"SharedRecv", testSharedRecv},
+		{"SharedRecvEmpty", testSharedRecvEmpty},
+		{"SharedRecvTooLong", testSharedRecvTooLong},
+		{"SharedRecvLimit", testSharedRecvLimit},
+		{"SharedRecvClose", testSharedRecvClose},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,173 @@
+package rpcrdma
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma/loopback"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+)
+
+// Many connections to one responder in one process, on the loopback
+// provider (the software iWARP would need two sockets per connection,
+// more than the descriptors a test may count on). The responder receives
+// from a shared pool with a receive for every connection and a margin,
+// and 1 KiB inline messages each way; each requester asks for one
+// credit.
+
+// manyConfig is the responder's configuration for n connections.
+func manyConfig(n int) *Config {
+	return &Config{InlineSend: 1024, InlineRecv: 1024, Bounds: Bounds{MaxConns: -1, MaxConnsPerAddr: -1, SharedReceives: n + 128}}
+}
+
+// manyConns opens n connections to one responder and makes a NULL call on
+// each; it returns the clients and the Listener, all closed at the end of
+// tb.
+func manyConns(tb testing.TB, n int) ([]*rpc.Client, *Listener) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p := loopback.New()
+	l, err := Listen(ctx, p, "", manyConfig(n))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	serveAll(tb, l)
+	clients := make([]*rpc.Client, n)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	work := make(chan int)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				conn, err := Dial(ctx, p, l.Addr().String(), &Config{InlineSend: 1024, InlineRecv: 1024, Credits: 1})
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				clients[i] = rpc.NewClient(conn)
+				if err := clients[i].Null(ctx, testProg, testVers); err != nil {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	tb.Cleanup(func() {
+		for _, c := range clients {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	if f := failed.Load(); f > 0 {
+		tb.Fatalf("%d of %d connections failed to connect or to answer a NULL", f, n)
+	}
+	return clients, l
+}
+
+// TestManyIdleConnections is the short form of BenchmarkManyConnections:
+// 1,000 connections, a NULL answered on every one, and what an idle
+// connection pair costs reported.
+func TestManyIdleConnections(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 1,000 connections")
+	}
+	const n = 1000
+	runtime.GC()
+	g0 := runtime.NumGoroutine()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	clients, l := manyConns(t, n)
+	// Every connection is still served after all have been opened.
+	ctx := ctxT(t)
+	for i, c := range clients {
+		if err := c.Null(ctx, testProg, testVers); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+	}
+	runtime.GC()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	s := l.Stats()
+	if s.Conns != n {
+		t.Errorf("the Listener counts %d connections, want %d", s.Conns, n)
+	}
+	perConn := s.Registered / n
+	t.Logf("%d idle connections: responder registers %d KiB in all, %d bytes per connection; %.1f goroutines and %d KiB of heap per connection pair",
+		n, s.Registered>>10, perConn, float64(runtime.NumGoroutine()-g0)/n, int64(m1.HeapInuse-m0.HeapInuse)/n>>10)
+	// A receive of the pool and two send buffers of 1 KiB, and a share
+	// of the pool's margin: at most 64 MiB for 10,000 connections.
+	if limit := int64(64<<20) / 10000; perConn > limit {
+		t.Errorf("%d bytes registered per connection, more than %d (64 MiB for 10,000)", perConn, limit)
+	}
+}
+
+// BenchmarkManyConnections opens RPCRDMA_CONNS connections (default
+// 10,000) to one responder, a NULL answered on each, and reports the
+// registered memory, the heap and goroutines per idle connection pair.
+// Then it measures NULL calls on 100 busy connections alone, and again
+// with the others open and idle.
+func BenchmarkManyConnections(b *testing.B) {
+	n := 10000
+	if s := os.Getenv("RPCRDMA_CONNS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 100 {
+			b.Fatalf("RPCRDMA_CONNS=%q: want a number of at least 100", s)
+		}
+	}
+	const busy = 100
+	rate := func(clients []*rpc.Client) float64 {
+		ctx := context.Background()
+		var calls atomic.Int64
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Since(start) < time.Second {
+					if err := c.Null(ctx, testProg, testVers); err != nil {
+						b.Error(err)
+						return
+					}
+					calls.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		return float64(calls.Load()) / time.Since(start).Seconds()
+	}
+	for range b.N {
+		alone, _ := manyConns(b, busy)
+		aloneRate := rate(alone)
+		runtime.GC()
+		g0 := runtime.NumGoroutine()
+		var m0 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		clients, l := manyConns(b, n)
+		runtime.GC()
+		var m1 runtime.MemStats
+		runtime.ReadMemStats(&m1)
+		s := l.Stats()
+		b.ReportMetric(float64(s.Registered)/(1<<20), "registered-MiB")
+		b.ReportMetric(float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/float64(n)/1024, "heap-KiB/pair")
+		b.ReportMetric(float64(runtime.NumGoroutine()-g0)/float64(n), "goroutines/pair")
+		mixedRate := rate(clients[:busy])
+		b.ReportMetric(aloneRate, "calls/s-alone")
+		b.ReportMetric(mixedRate, "calls/s-among-idle")
+		b.ReportMetric(mixedRate/aloneRate, "ratio")
+	}
+}

@@ -1,0 +1,226 @@
+package rpcrdma
+
+// A Listener's shared receive pool (Bounds.SharedReceives): one shared
+// receive queue of the provider (rdma.SharedRecvQueue) that every
+// connection the Listener accepts receives from, instead of receives of
+// its own, and one goroutine, the dispatcher, that takes each completed
+// receive, hands its message to the connection it arrived on (handleRecv,
+// as that connection's loop would) and posts the buffer again.
+//
+// Credits come from the pool (RFC 8166 Section 3.3.1): a connection is
+// promised one credit when it is accepted, and a request that would
+// promise more receives than the pool holds, less a spare for messages
+// outside the credit count (RDMA_DONE, RDMA_ERROR), is refused
+// (LimitReceives). While a connection's calls keep its whole grant busy
+// and its requester asks for more credits than it has, its grant doubles,
+// up to Grant.Max, what the requester asks for and 32, as long as the pool
+// has receives not promised to another connection; so the grant is never 0 and never
+// more than can be received. A grant is not lowered while the connection
+// lives (a requester may have sent calls under the larger grant that
+// have not arrived yet); what it was promised returns to the pool when
+// the connection closes, which IdleTimeout bounds for idle connections.
+//
+// The pool outlives the Listener's Close while connections it accepted
+// are open: it is closed with the last of them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+)
+
+// sharedSendSlots is how many send buffers a connection receiving from a
+// shared pool registers.
+const sharedSendSlots = 2
+
+// sharedGrantCap caps the grant of a connection receiving from a shared
+// pool.
+const sharedGrantCap = 32
+
+// errPoolFull is why a request is refused when the pool has no receive
+// left to promise.
+var errPoolFull = errors.New("rpcrdma: the shared receive pool has no receive left to promise")
+
+type sharedPool struct {
+	l     *Listener
+	q     rdma.SharedRecvQueue
+	mr    rdma.MR
+	size  int // bytes per receive
+	depth int // receives in the pool
+	spare int // receives never promised: messages outside the credit count
+	sges  [][1]rdma.SGE
+	done  chan struct{} // closed when the dispatcher exits
+
+	mu       sync.Mutex
+	byRC     map[rdma.Conn]*Conn
+	allotted int  // receives promised to connections
+	closing  bool // the Listener is closed: close the pool with its last connection
+	closed   bool
+}
+
+// newSharedPool creates the pool of a Listener over p and starts its
+// dispatcher.
+func newSharedPool(l *Listener, p rdma.Provider) (*sharedPool, error) {
+	sp, ok := p.(rdma.SharedRecvProvider)
+	if !ok {
+		return nil, fmt.Errorf("rpcrdma: Config.Bounds.SharedReceives is set, but provider %T has no shared receive queues", p)
+	}
+	q, err := sp.NewSharedRecvQueue(rdma.SharedRecvConfig{Depth: l.cfg.Bounds.SharedReceives})
+	if err != nil {
+		return nil, fmt.Errorf("rpcrdma: creating the shared receive pool: %w", err)
+	}
+	pool := &sharedPool{
+		l:     l,
+		q:     q,
+		size:  l.cfg.inlineRecv(),
+		depth: q.Depth(),
+		byRC:  make(map[rdma.Conn]*Conn),
+		done:  make(chan struct{}),
+	}
+	pool.spare = min(max(2, pool.depth/16), 64)
+	if pool.mr, err = q.Alloc(pool.depth * pool.size); err != nil {
+		q.Close()
+		return nil, fmt.Errorf("rpcrdma: allocating the shared receive pool: %w", err)
+	}
+	pool.sges = make([][1]rdma.SGE, pool.depth)
+	for i := range pool.depth {
+		if err := pool.post(i); err != nil {
+			q.Close()
+			return nil, err
+		}
+	}
+	l.registered.Add(int64(pool.depth * pool.size))
+	go pool.dispatch()
+	return pool, nil
+}
+
+// post posts receive slot i.
+func (p *sharedPool) post(i int) error {
+	sgl := p.sges[i][:]
+	sgl[0] = rdma.SGE{MR: p.mr, Offset: i * p.size, Length: p.size}
+	if err := p.q.PostRecv(uint64(i), sgl); err != nil {
+		return fmt.Errorf("rpcrdma: posting shared receive %d: %w", i, err)
+	}
+	return nil
+}
+
+// dispatch hands every completed receive to its connection and posts it
+// again, until the pool is closed.
+func (p *sharedPool) dispatch() {
+	defer close(p.done)
+	cs := make([]rdma.Completion, 64)
+	for {
+		n, err := p.q.Wait(context.Background(), cs)
+		for _, comp := range cs[:n] {
+			p.onCompletion(comp)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *sharedPool) onCompletion(comp rdma.Completion) {
+	if comp.Conn == nil {
+		return // flushed by the pool's Close
+	}
+	slot := int(comp.ID)
+	if comp.Status == rdma.StatusSuccess {
+		p.mu.Lock()
+		c := p.byRC[comp.Conn]
+		p.mu.Unlock()
+		// A connection that has ended takes no more messages: its loop
+		// has delivered its last.
+		if c != nil && c.Err() == nil {
+			c.handleRecv(comp, p.mr.Bytes()[slot*p.size:][:comp.Len])
+		}
+	}
+	if err := p.post(slot); err != nil {
+		p.l.log.Debug("rpcrdma: shared receive not reposted", "slot", slot, "err", err)
+	}
+}
+
+// allot promises n more receives, if the pool has them.
+func (p *sharedPool) allot(n int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.allotted+n > p.depth-p.spare {
+		return false
+	}
+	p.allotted += n
+	return true
+}
+
+// attach records c, whose rdma.Conn is rc, as receiving from the pool.
+func (p *sharedPool) attach(rc rdma.Conn, c *Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.byRC[rc] = c
+}
+
+// detach forgets the connection on rc, closed now, and takes back the n
+// receives promised to it; the last connection of a closed Listener
+// closes the pool.
+func (p *sharedPool) detach(rc rdma.Conn, n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rc != nil {
+		delete(p.byRC, rc)
+	}
+	p.allotted -= int(n)
+	p.closeIfDoneLocked()
+}
+
+// listenerClosed closes the pool now if no connection uses it, else with
+// the last.
+func (p *sharedPool) listenerClosed() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closing = true
+	p.closeIfDoneLocked()
+}
+
+func (p *sharedPool) closeIfDoneLocked() {
+	if !p.closing || p.closed || len(p.byRC) > 0 {
+		return
+	}
+	if err := p.q.Close(); err != nil {
+		// A connection still being accepted is attached at the
+		// provider; its detach closes the pool.
+		return
+	}
+	p.closed = true
+	p.l.registered.Add(-int64(p.depth * p.size))
+}
+
+// shared reports whether c receives from its Listener's pool.
+func (c *Conn) shared() bool { return c.ln != nil && c.ln.pool != nil }
+
+// raiseGrant doubles the grant of c, a responder whose calls keep its
+// whole grant busy and whose requester asked for requested credits, up to
+// Grant.Max and requested, with receives the pool can promise.
+func (c *Conn) raiseGrant(requested uint32) {
+	if !c.shared() {
+		return
+	}
+	r := c.resp
+	limit := min(c.cfg.Grant.Grant(^uint32(0)), requested, sharedGrantCap)
+	for {
+		g := r.grant.Load()
+		if g >= limit {
+			return
+		}
+		extra := min(g, limit-g)
+		if !c.ln.pool.allot(int(extra)) {
+			return
+		}
+		if r.grant.CompareAndSwap(g, g+extra) {
+			c.allot.Add(int64(extra))
+			return
+		}
+		c.ln.pool.detach(nil, int64(extra))
+	}
+}
