@@ -275,7 +275,7 @@ func TestServerNoReplyCache(t *testing.T) {
 
 // TestServerReplyCacheFor: calls ReplyCacheFor leaves out run again.
 func TestServerReplyCacheFor(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	for _, cached := range []bool{false, true} {
 		srv, _ := countingServer(&ServerOptions{ReplyCache: 16, ReplyCacheFor: func(prog, vers, proc uint32) bool {
 			return cached && prog == testProg && proc == procCount

@@ -119,12 +119,17 @@ func (m *serverMetrics) families() []family {
 	// Every drop and rejection by reason, named as StatsSnapshot.Counters
 	// names them ("dropped_credit_overrun", "rejected_chunk").
 	discarded := family{name: "rpcrdma_discarded_total", help: "Messages received and dropped (reason dropped_*) or rejected with RDMA_ERROR (reason rejected_*), by reason.", typ: counterType}
+	// The Bounds that acted on a connection ("limit_idle").
+	limits := family{name: "rpcrdma_limits_total", help: "Connections refused or closed by one of the server's bounds, by reason.", typ: counterType}
 	for _, c := range sum.Counters() {
-		if strings.HasPrefix(c.Name, "dropped_") || strings.HasPrefix(c.Name, "rejected_") {
+		switch {
+		case strings.HasPrefix(c.Name, "dropped_"), strings.HasPrefix(c.Name, "rejected_"):
 			discarded.samples = append(discarded.samples, sample{"reason", c.Name, float64(c.Value)})
+		case strings.HasPrefix(c.Name, "limit_"):
+			limits.samples = append(limits.samples, sample{"reason", c.Name, float64(c.Value)})
 		}
 	}
-	fams := []family{calls, paths, bytes, errSent, errRecv, discarded}
+	fams := []family{calls, paths, bytes, errSent, errRecv, discarded, limits}
 	if m.provider != nil {
 		ps := m.provider.Stats()
 		fams = append(fams, family{name: "rpcrdma_iwarp_terminates_total", help: "RDMAP Terminate messages, sent (a violation detected here) or received.", typ: counterType, samples: []sample{

@@ -194,6 +194,7 @@ func TestMetricsExposition(t *testing.T) {
 		"rpcrdma_errors_sent_total":     "counter",
 		"rpcrdma_errors_received_total": "counter",
 		"rpcrdma_discarded_total":       "counter",
+		"rpcrdma_limits_total":          "counter",
 		"rpcrdma_connections":           "gauge",
 		"rpcrdma_connections_total":     "counter",
 		"rpcrdma_registered_bytes":      "gauge",
@@ -239,26 +240,34 @@ func TestMetricsReasons(t *testing.T) {
 	m.closed.Add(&b)
 	rec := httptest.NewRecorder()
 	m.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	f := parseExposition(t, rec.Body.String())["rpcrdma_discarded_total"]
-	if f == nil {
-		t.Fatalf("no rpcrdma_discarded_total in\n%s", rec.Body.String())
-	}
+	fams := parseExposition(t, rec.Body.String())
 	got := map[string]float64{}
-	for _, s := range f.samples {
-		if s.label != "reason" {
-			t.Errorf("sample with label %q, want reason", s.label)
+	for _, name := range []string{"rpcrdma_discarded_total", "rpcrdma_limits_total"} {
+		f := fams[name]
+		if f == nil {
+			t.Fatalf("no %s in\n%s", name, rec.Body.String())
 		}
-		if _, dup := got[s.value]; dup {
-			t.Errorf("reason %q twice", s.value)
+		for _, s := range f.samples {
+			if s.label != "reason" {
+				t.Errorf("sample with label %q, want reason", s.label)
+			}
+			if _, dup := got[s.value]; dup {
+				t.Errorf("reason %q twice", s.value)
+			}
+			got[s.value] = s.v
 		}
-		got[s.value] = s.v
 	}
 	if len(got) != int(rpcrdma.NumReasons) {
 		t.Errorf("%d reasons, want %d: %v", len(got), rpcrdma.NumReasons, got)
 	}
 	for r := range rpcrdma.NumReasons {
-		name := "dropped_" + r.String()
-		if !r.IsDrop() {
+		var name string
+		switch {
+		case r.IsDrop():
+			name = "dropped_" + r.String()
+		case r.IsLimit():
+			name = r.String()
+		default:
 			name = "rejected_" + strings.TrimPrefix(r.String(), "reject_")
 		}
 		want := map[rpcrdma.Reason]float64{
