@@ -69,6 +69,13 @@ type Conn struct {
 	// loop reposts it.
 	recvSGEs [][1]rdma.SGE
 
+	// Owned by whichever goroutine runs handleRecv (the loop, or the
+	// shared pool's dispatcher; one at a time for a connection): the
+	// message being dispatched. It lives here, not on handleRecv's stack,
+	// because a pointer to it goes through the role interface, which
+	// would make a local escape: one allocation per message.
+	recvIn inbound
+
 	// Tokens, passed through channels: whoever holds a token owns what
 	// it names.
 	sendFree  chan int      // free slots of sendMR

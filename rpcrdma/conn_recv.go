@@ -140,7 +140,9 @@ func (c *Conn) handleRecv(comp rdma.Completion, msg []byte) {
 	if comp.Invalidated {
 		c.stats.add(statRemoteInvalid, 1)
 	}
-	var in inbound
+	in := &c.recvIn
+	*in = inbound{}
+	defer func() { *in = inbound{} }() // keep nothing of msg alive
 	_, derr := in.hdr.Decode(msg)
 	if derr == nil && in.hdr.HasPayload() {
 		in.payload, in.borrowed = msg[in.hdr.EncodedLen():], true
@@ -156,7 +158,7 @@ func (c *Conn) handleRecv(comp rdma.Completion, msg []byte) {
 	}
 	// Dispatch before reposting: when the peer has closed after its last
 	// message, the repost fails, and the message must still count.
-	c.role.onMessage(&in, derr, raw)
+	c.role.onMessage(in, derr, raw)
 }
 
 // deliver hands a message to Recv. The peer can have no more messages in
