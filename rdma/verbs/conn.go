@@ -28,6 +28,11 @@ func unsafePointer[T any](p *T) unsafe.Pointer { return unsafe.Pointer(p) }
 // pollBatch is how many completions one ibv_poll_cq call takes.
 const pollBatch = 32
 
+// flushGrace is how long a connection whose queue pair was flushed for
+// no reason it knows waits for rdma_cm to report one (a disconnect) before
+// it ends with rdma.ErrConnectionLost.
+const flushGrace = time.Second
+
 // closeWait bounds how long Close waits for the flushed completions of
 // outstanding work requests.
 const closeWait = 5 * time.Second
@@ -70,6 +75,8 @@ type Conn struct {
 	closing  bool
 	closed   bool
 
+	flushTimer *time.Timer // ends the connection after flushGrace; under mu
+
 	cqMu  sync.Mutex // ibv_poll_cq, wcs, ready
 	wcs   *C.struct_shim_wc
 	ready []rdma.Completion
@@ -84,6 +91,9 @@ type pending struct {
 	id     uint64
 	op     rdma.Op
 	length int // bytes of a send-queue work request
+
+	done bool            // completed, waiting for earlier work to complete
+	c    rdma.Completion // its completion, once done
 }
 
 var _ rdma.Conn = (*Conn)(nil)
@@ -243,7 +253,7 @@ func (c *Conn) collectLocked() {
 		wcs := unsafe.Slice(c.wcs, n)
 		c.mu.Lock()
 		for i := range wcs {
-			c.ready = append(c.ready, c.completionLocked(&wcs[i]))
+			c.completionLocked(&wcs[i])
 		}
 		c.mu.Unlock()
 		grew = true
@@ -262,26 +272,30 @@ func (c *Conn) signalLocked() {
 	c.wake = make(chan struct{})
 }
 
-// completionLocked turns a work completion into a Completion and ends the
+// completionLocked records a work completion on its queue and ends the
 // connection on an error. The caller holds mu.
-func (c *Conn) completionLocked(wc *C.struct_shim_wc) rdma.Completion {
+//
+// Completions are handed out in posting order per queue, as the model
+// promises. InfiniBand requires that of the device; Linux siw completes an
+// RDMA Write when it is sent, ahead of an earlier Read still waiting for
+// its response, so a completion that overtakes is held until the work
+// posted before it has completed.
+func (c *Conn) completionLocked(wc *C.struct_shim_wc) {
 	status := C.enum_ibv_wc_status(wc.status)
-	var p pending
-	recv := wc.opcode&C.IBV_WC_RECV != 0
-	// A flushed completion's opcode is undefined: find the queue by wr_id.
-	switch {
-	case len(c.sq) > 0 && c.sq[0].seq == uint64(wc.wr_id):
-		p, c.sq = c.sq[0], c.sq[1:]
-		recv = false
-	case len(c.rq) > 0 && c.rq[0].seq == uint64(wc.wr_id):
-		p, c.rq = c.rq[0], c.rq[1:]
-		recv = true
-	default:
-		// Completions of each queue come in posting order; anything else
-		// is a provider bug.
-		c.endLocked(fmt.Errorf("verbs: completion for unknown work request %d (recv %v): %w", uint64(wc.wr_id), recv, rdma.ErrConnectionLost))
-		return rdma.Completion{ID: uint64(wc.wr_id), Op: rdma.OpRecv, Status: rdma.StatusTransport}
+	seq := uint64(wc.wr_id)
+	// A flushed completion's opcode is undefined: find the work request
+	// by wr_id.
+	q, recv := &c.sq, false
+	i := findSeq(c.sq, seq)
+	if i < 0 {
+		q, recv = &c.rq, true
+		i = findSeq(c.rq, seq)
 	}
+	if i < 0 {
+		c.endLocked(fmt.Errorf("verbs: completion for unknown work request %d: %w", seq, rdma.ErrConnectionLost))
+		return
+	}
+	p := &(*q)[i]
 	cp := rdma.Completion{ID: p.id, Op: p.op}
 	if status == C.IBV_WC_SUCCESS {
 		cp.Len = p.length // byte_len is defined for receives only
@@ -293,15 +307,45 @@ func (c *Conn) completionLocked(wc *C.struct_shim_wc) rdma.Completion {
 				c.remoteInvalidatedLocked(cp.InvalidatedSTag)
 			}
 		}
-		return cp
+	} else {
+		cp.Status = mapStatus(status)
+		c.failedLocked(status, uint32(wc.vendor_err), p.op, recv)
 	}
-	cp.Status = mapStatus(status)
-	if cp.Status != rdma.StatusFlushed {
-		c.endLocked(wcError(status, uint32(wc.vendor_err), p.op, recv))
-	} else if c.err == nil {
-		c.endLocked(fmt.Errorf("verbs: %v flushed: the queue pair is in the error state: %w", p.op, rdma.ErrConnectionLost))
+	p.done, p.c = true, cp
+	for len(*q) > 0 && (*q)[0].done {
+		c.ready = append(c.ready, (*q)[0].c)
+		*q = (*q)[1:]
 	}
-	return cp
+}
+
+// findSeq returns the index of the work request with seq in q, or -1.
+func findSeq(q []pending, seq uint64) int {
+	for i := range q {
+		if q[i].seq == seq {
+			return i
+		}
+	}
+	return -1
+}
+
+// failedLocked ends the connection for a failed work completion. The
+// caller holds mu.
+func (c *Conn) failedLocked(status C.enum_ibv_wc_status, vendor uint32, op rdma.Op, recv bool) {
+	if status != C.IBV_WC_WR_FLUSH_ERR {
+		c.endLocked(wcError(status, vendor, op, recv))
+		return
+	}
+	if c.err == nil && c.flushTimer == nil {
+		// The queue pair is in the error state and this side does not
+		// know why yet: the peer's disconnect (rdma_cm reports it after
+		// the flush on siw) or an error the peer's device detected. Wait
+		// a little for rdma_cm to say.
+		c.flushTimer = time.AfterFunc(flushGrace, func() {
+			c.mu.Lock()
+			c.endLocked(fmt.Errorf("verbs: %v flushed: the queue pair is in the error state: %w", op, rdma.ErrConnectionLost))
+			c.mu.Unlock()
+		})
+	}
 }
 
 // mapStatus maps an ibv_wc_status to the model's Status.
@@ -366,6 +410,9 @@ func (c *Conn) endLocked(err error) {
 	}
 	c.err = err
 	close(c.done)
+	if c.flushTimer != nil {
+		c.flushTimer.Stop()
+	}
 	if c.qp != nil {
 		C.shim_qp_error(c.qp)
 	}
@@ -650,7 +697,10 @@ func (c *Conn) destroy() {
 	c.mu.Lock()
 	for _, q := range [][]pending{c.sq, c.rq} {
 		for _, x := range q {
-			c.ready = append(c.ready, rdma.Completion{ID: x.id, Op: x.op, Status: rdma.StatusFlushed})
+			if !x.done {
+				x.c = rdma.Completion{ID: x.id, Op: x.op, Status: rdma.StatusFlushed}
+			}
+			c.ready = append(c.ready, x.c)
 		}
 	}
 	c.sq, c.rq = nil, nil

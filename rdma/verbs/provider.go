@@ -459,10 +459,23 @@ func (p *Provider) dial(ctx context.Context, ap netip.AddrPort, want rdma.Depths
 	// RFC 6581 section 9.1, from the responder's reply, which rdma_cm
 	// reports from this side's view: initiator_depth is the responder's
 	// IRD, responder_resources its ORD.
-	if ev.initiator_depth > 0 {
-		d.ORD = min(d.ORD, int(ev.initiator_depth))
+	// On iWARP the kernel negotiated already (RFC 6581 section 9.1, in
+	// the MPA exchange) and reports this side's values in force:
+	// initiator_depth is its IRD, responder_resources its ORD.
+	switch {
+	case dev.iwarp:
+		if ev.initiator_depth > 0 {
+			d.IRD = int(ev.initiator_depth)
+		}
+		if ev.responder_resources > 0 {
+			d.ORD = min(d.ORD, int(ev.responder_resources))
+		}
+	default:
+		if ev.initiator_depth > 0 {
+			d.ORD = min(d.ORD, int(ev.initiator_depth))
+		}
+		d.IRD = max(d.IRD, min(int(ev.responder_resources), dev.maxIRD))
 	}
-	d.IRD = max(d.IRD, min(int(ev.responder_resources), dev.maxIRD))
 	c.peerPD = goBytes(&ev)
 	c.finish(dev, d)
 	if cfg.Prepare != nil {
