@@ -97,6 +97,24 @@ func PrivateDataLimitsOf(p Provider) PrivateDataLimits {
 	return PrivateDataLimits{Dial: MaxPrivateData, Accept: MaxPrivateData, Reject: MaxPrivateData}
 }
 
+// RemoteInvalidationReporter is implemented by providers that know before
+// connecting whether their connections take remote invalidation
+// (Limits.RemoteInvalidation), so that an upper layer can decide what to
+// offer in its connect request's private data (RFC 8797 section 4.1.1).
+type RemoteInvalidationReporter interface {
+	RemoteInvalidation() bool
+}
+
+// RemoteInvalidationOf reports whether p's connections take remote
+// invalidation: p's answer if it implements RemoteInvalidationReporter,
+// true otherwise.
+func RemoteInvalidationOf(p Provider) bool {
+	if r, ok := p.(RemoteInvalidationReporter); ok {
+		return r.RemoteInvalidation()
+	}
+	return true
+}
+
 // Layer is the layer field of an RDMAP Terminate (RFC 5040 section 4.8).
 type Layer uint8
 

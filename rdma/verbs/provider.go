@@ -39,8 +39,9 @@ type resources struct {
 }
 
 var (
-	_ rdma.Provider           = (*Provider)(nil)
-	_ rdma.PrivateDataLimiter = (*Provider)(nil)
+	_ rdma.Provider                   = (*Provider)(nil)
+	_ rdma.PrivateDataLimiter         = (*Provider)(nil)
+	_ rdma.RemoteInvalidationReporter = (*Provider)(nil)
 )
 
 // New returns a Provider. It fails if rdma-core finds no RDMA device, or
@@ -111,6 +112,10 @@ func (p *Provider) Resources() Resources {
 func (p *Provider) PrivateDataLimits() rdma.PrivateDataLimits {
 	return rdma.PrivateDataLimits{Dial: MaxDialPrivateData, Accept: MaxAcceptPrivateData, Reject: MaxRejectPrivateData, Padded: true}
 }
+
+// RemoteInvalidation returns false: regions registered with ibv_reg_mr do
+// not take a peer's Send with Invalidate (see Limits.RemoteInvalidation).
+func (p *Provider) RemoteInvalidation() bool { return false }
 
 // Addr is the address of an rdma_cm endpoint: an IP address and an rdma_cm
 // port (in the TCP port space; on iWARP it is a TCP port, on InfiniBand
