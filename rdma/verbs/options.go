@@ -1,9 +1,16 @@
 package verbs
 
 import (
+	"errors"
 	"log/slog"
 	"time"
 )
+
+// ErrNotBuilt is returned by New in a build without the verbs provider
+// (see Available).
+var ErrNotBuilt = errors.New("verbs: this binary was built without the verbs provider: " +
+	"install libibverbs-dev and librdmacm-dev (rdma-core), and build on Linux with cgo " +
+	"and -tags verbs")
 
 // Provider limits and defaults. A ConnConfig value of zero picks the
 // default; a larger value than the device allows is lowered to what the
