@@ -244,12 +244,10 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg rdma.ConnConfig) (rdma.Con
 	if !r.take() {
 		return nil, fmt.Errorf("verbs: accept request from %v: already answered: %w", r.remote, rdma.ErrInvalid)
 	}
-	p := r.l.p
 	c, err := r.accept(ctx, want, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("verbs: accept %v: %w", r.remote, err)
 	}
-	_ = p
 	return c, nil
 }
 
