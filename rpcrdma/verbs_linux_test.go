@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"os"
 	"testing"
 	"time"
@@ -17,19 +18,31 @@ import (
 )
 
 // TestVerbsLinuxNFS: our requester over the verbs provider against knfsd,
-// on the device RPCRDMA_VERBS_DEVICE (optional) at RPCRDMA_VERBS_NFS
-// ("10.0.3.15:20049" for rxe0 in the lab guest, "10.0.2.15:20049" for
-// siw0). It runs inside the guest; without the variable it skips. NULL,
+// on the device RPCRDMA_VERBS_DEVICE (optional) at RPCRDMA_VERBS_NFS, or in
+// the lab guest (TestVerbsGuest runs it there) on rxe0 and on siw0. Elsewhere
+// it skips. NULL,
 // GETATTR of a file with 64 calls in flight, a 1 MiB WRITE through a read
 // chunk, a 1 MiB READ into a write chunk with the data checked, and
 // READDIRPLUS through a reply chunk. knfsd must not invalidate remotely:
 // the verbs provider's regions cannot take it.
 func TestVerbsLinuxNFS(t *testing.T) {
-	addr := os.Getenv("RPCRDMA_VERBS_NFS")
-	if addr == "" {
+	type target struct{ addr, device string }
+	var targets []target
+	switch {
+	case os.Getenv("RPCRDMA_VERBS_NFS") != "":
+		targets = []target{{os.Getenv("RPCRDMA_VERBS_NFS"), os.Getenv("RPCRDMA_VERBS_DEVICE")}}
+	case lab.InGuest():
+		targets = []target{{lab.GuestRxeIP + ":20049", "rxe0"}, {lab.GuestSiwIP + ":20049", "siw0"}}
+	default:
 		t.Skip("RPCRDMA_VERBS_NFS is not set: no knfsd over an RDMA device")
 	}
-	p, err := verbs.New(verbs.Options{Device: os.Getenv("RPCRDMA_VERBS_DEVICE")})
+	for _, tg := range targets {
+		t.Run(tg.device, func(t *testing.T) { verbsKnfsd(t, tg.addr, tg.device) })
+	}
+}
+
+func verbsKnfsd(t *testing.T, addr, device string) {
+	p, err := verbs.New(verbs.Options{Device: device})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +68,8 @@ func TestVerbsLinuxNFS(t *testing.T) {
 		t.Fatalf("negotiated %+v", in)
 	}
 	dev := conn.RDMA().(*verbs.Conn).Device()
-	if want := os.Getenv("RPCRDMA_VERBS_DEVICE"); want != "" && dev != want {
-		t.Fatalf("connection on device %s, want %s", dev, want)
+	if device != "" && dev != device {
+		t.Fatalf("connection on device %s, want %s", dev, device)
 	}
 	t.Logf("connected on %s %v: %+v", dev, conn.RDMA().LocalAddr(), in)
 	root := rootFH(t, cli)

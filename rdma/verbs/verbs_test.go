@@ -3,6 +3,8 @@
 package verbs
 
 import (
+	"flag"
+	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"os"
 	"strings"
 	"testing"
@@ -11,25 +13,45 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/rdma/rdmatest"
 )
 
-// The tests need an RDMA device. RPCRDMA_VERBS_ADDR is an IP address of
-// the device under test (rdma_cm chooses the device by address; loopback
-// over one device works on rxe and siw), and RPCRDMA_VERBS_DEVICE, if set,
-// names the device, which is then checked. Without them the tests skip.
-func testAddr(t testing.TB) (string, string) {
-	addr := os.Getenv("RPCRDMA_VERBS_ADDR")
-	if addr == "" {
-		t.Skip("RPCRDMA_VERBS_ADDR is not set: no RDMA device to test (see rdma/verbs docs)")
+// The tests need an RDMA device: -verbs.addr (or RPCRDMA_VERBS_ADDR) is an
+// IP address of the device under test (rdma_cm chooses the device by
+// address; a device connects to itself through it), and -verbs.device (or
+// RPCRDMA_VERBS_DEVICE), if set, names the device, which is then checked.
+// In the lab guest (see TestGuest) with neither set, the tests run on both
+// of its devices. Elsewhere they skip.
+var (
+	flagAddr   = flag.String("verbs.addr", os.Getenv("RPCRDMA_VERBS_ADDR"), "IP address of the RDMA device under test")
+	flagDevice = flag.String("verbs.device", os.Getenv("RPCRDMA_VERBS_DEVICE"), "name of the RDMA device under test")
+)
+
+// target is a device under test.
+type target struct{ addr, device string }
+
+// targets returns the devices under test, or skips t.
+func targets(t testing.TB) []target {
+	switch {
+	case *flagAddr != "":
+		return []target{{*flagAddr, *flagDevice}}
+	case lab.InGuest():
+		return []target{{lab.GuestRxeIP, "rxe0"}, {lab.GuestSiwIP, "siw0"}}
 	}
-	return addr, os.Getenv("RPCRDMA_VERBS_DEVICE")
+	t.Skip("no RDMA device to test: set -verbs.addr or RPCRDMA_VERBS_ADDR to a device's IP address (TestGuest runs these tests in the lab guest)")
+	return nil
+}
+
+// forTargets runs f as a subtest per device under test.
+func forTargets(t *testing.T, f func(*testing.T, target)) {
+	for _, tg := range targets(t) {
+		t.Run(tg.device, func(t *testing.T) { f(t, tg) })
+	}
 }
 
 // newProvider returns a provider for tests and checks at the end that it
 // gave back every object and file descriptor.
-func newProvider(t testing.TB, opts Options) *Provider {
+func newProvider(t testing.TB, tg target, opts Options) *Provider {
 	t.Helper()
-	_, dev := testAddr(t)
 	if opts.Device == "" {
-		opts.Device = dev
+		opts.Device = tg.device
 	}
 	p, err := New(opts)
 	if err != nil {
@@ -37,10 +59,9 @@ func newProvider(t testing.TB, opts Options) *Provider {
 	}
 	// librdmacm opens every device once, on first use, and keeps it open:
 	// use it once before counting.
-	addr, _ := testAddr(t)
-	ln, err := p.Listen(t.Context(), addr+":0")
+	ln, err := p.Listen(t.Context(), tg.addr+":0")
 	if err != nil {
-		t.Fatalf("listen %s: %v", addr, err)
+		t.Fatalf("listen %s: %v", tg.addr, err)
 	}
 	ln.Close()
 	fds := countFDs(t)
@@ -65,9 +86,8 @@ func countFDs(t testing.TB) int {
 	return len(ents)
 }
 
-func conformanceConfig(t *testing.T, opts Options) rdmatest.Config {
-	addr, _ := testAddr(t)
-	p := newProvider(t, opts)
+func conformanceConfig(t *testing.T, tg target, opts Options) rdmatest.Config {
+	p := newProvider(t, tg, opts)
 	var skip map[string]string
 	if strings.HasPrefix(p.Options().Device, "siw") {
 		skip = map[string]string{
@@ -80,18 +100,22 @@ func conformanceConfig(t *testing.T, opts Options) rdmatest.Config {
 	}
 	return rdmatest.Config{
 		Skip:     skip,
-		Provider: p, ListenAddr: addr + ":0",
+		Provider: p, ListenAddr: tg.addr + ":0",
 		Timeout: 20 * time.Second, NoTerminate: true, NoSolicitedFlag: true, RekeyAnyIndex: true,
 	}
 }
 
 func TestConformance(t *testing.T) {
-	rdmatest.TestProvider(t, conformanceConfig(t, Options{}))
+	forTargets(t, func(t *testing.T, tg target) {
+		rdmatest.TestProvider(t, conformanceConfig(t, tg, Options{}))
+	})
 }
 
 func TestConformanceBusyPoll(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the suite again, busy-polling")
 	}
-	rdmatest.TestProvider(t, conformanceConfig(t, Options{BusyPoll: 100 * time.Microsecond}))
+	forTargets(t, func(t *testing.T, tg target) {
+		rdmatest.TestProvider(t, conformanceConfig(t, tg, Options{BusyPoll: 100 * time.Microsecond}))
+	})
 }
