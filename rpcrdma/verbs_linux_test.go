@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,5 +148,110 @@ func verbsKnfsd(t *testing.T, addr, device string) {
 	}
 	if s.ErrorsReceived != [4]uint64{} {
 		t.Errorf("RDMA_ERRORs received: %v", s.ErrorsReceived)
+	}
+}
+
+// TestVerbsGuestClientMount: in the lab guest, the kernel's NFS client
+// (xprtrdma) mounts from our responder over the verbs provider on rxe0
+// (RoCE v2) and on siw0. The responder serves NFSv4 NULL and answers every
+// COMPOUND with NFS4ERR_SERVERFAULT, so the mount fails; what is checked is
+// the exchange: the connection accepted, the client's RFC 8797 private data
+// recognised (zero-padded to 56 bytes on RoCE), and calls answered.
+func TestVerbsGuestClientMount(t *testing.T) {
+	if !lab.InGuest() {
+		t.Skip("runs in the lab guest (TestVerbsGuest), which has an NFS client and RDMA devices")
+	}
+	for _, tg := range []struct{ ip, device string }{{lab.GuestRxeIP, "rxe0"}, {lab.GuestSiwIP, "siw0"}} {
+		t.Run(tg.device, func(t *testing.T) {
+			p, err := verbs.New(verbs.Options{Device: tg.device})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			// Not 20049: knfsd listens there on every device.
+			l, err := rpcrdma.Listen(ctx, p, tg.ip+":20050", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			srv := rpc.NewServer(nil)
+			var compounds atomic.Int32
+			srv.Handle(nfsProg, 4, nfs4Compound, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+				compounds.Add(1)
+				d := c.Decoder()
+				tag := d.Opaque(1024)
+				d.Uint32() // minorversion
+				if n := d.Uint32(); d.Err() != nil || n == 0 {
+					return rpc.Body{}, rpc.ErrGarbageArgs
+				}
+				op := d.Uint32()
+				var res rpc.Body
+				res.XDR = xdr.AppendUint32(res.XDR, 10006) // NFS4ERR_SERVERFAULT
+				res.XDR = xdr.AppendOpaque(res.XDR, tag)
+				res.XDR = xdr.AppendUint32(res.XDR, 1)
+				res.XDR = xdr.AppendUint32(res.XDR, op)
+				res.XDR = xdr.AppendUint32(res.XDR, 10006)
+				return res, nil
+			})
+			var (
+				mu    sync.Mutex
+				conns []*rpcrdma.Conn
+				wg    sync.WaitGroup
+			)
+			go func() {
+				for {
+					c, err := l.Accept(ctx)
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					conns = append(conns, c)
+					mu.Unlock()
+					wg.Add(1)
+					go func() { defer wg.Done(); srv.Serve(c) }()
+				}
+			}()
+			os.MkdirAll("/mnt/verbs", 0o755)
+			mount := exec.CommandContext(ctx, "timeout", "30", "mount", "-t", "nfs4", "-o", "vers=4.0,proto=rdma,port=20050", tg.ip+":/", "/mnt/verbs")
+			out, err := mount.CombinedOutput()
+			t.Logf("mount: %v: %s", err, bytes.TrimSpace(out))
+			if err == nil {
+				exec.Command("umount", "-f", "/mnt/verbs").Run()
+				t.Errorf("the mount succeeded against a server that fails every COMPOUND")
+			}
+			l.Close()
+			mu.Lock()
+			got := append([]*rpcrdma.Conn(nil), conns...)
+			mu.Unlock()
+			for _, c := range got {
+				select {
+				case <-c.Done():
+				case <-time.After(2 * time.Second):
+				}
+			}
+			srv.Close()
+			wg.Wait()
+			if len(got) == 0 {
+				t.Fatal("the kernel's client never connected")
+			}
+			for i, c := range got {
+				rc := c.RDMA().(*verbs.Conn)
+				t.Logf("connection %d on %s: peer private data %d bytes %x, %+v, calls %d, replies %d",
+					i, rc.Device(), len(rc.PeerPrivateData()), rc.PeerPrivateData(), c.Info(), c.Stats().CallsReceived, c.Stats().RepliesSent)
+				if rc.Device() != tg.device {
+					t.Errorf("connection %d on %s, want %s", i, rc.Device(), tg.device)
+				}
+				if in := c.Info(); !in.PeerPrivateData || in.SendInline != 4096 {
+					t.Errorf("connection %d: the client's RFC 8797 private data was not recognised: %+v", i, in)
+				}
+			}
+			if compounds.Load() == 0 {
+				t.Errorf("no COMPOUND reached the responder")
+			}
+			if r := p.Resources(); r != (verbs.Resources{}) {
+				t.Errorf("resources left: %+v", r)
+			}
+		})
 	}
 }
