@@ -5,7 +5,9 @@ package rpcrdma_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
+	"github.com/go-rpcrdma/rpcrdma/internal/benchprog"
 	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"os"
 	"os/exec"
@@ -253,5 +255,52 @@ func TestVerbsGuestClientMount(t *testing.T) {
 				t.Errorf("resources left: %+v", r)
 			}
 		})
+	}
+}
+
+var flagPeer = flag.Bool("verbs.peer", false, "TestVerbsToHostIWARP: a responder over the software iWARP listens on the host (TestVerbsGuestToIWARP starts it)")
+
+// TestVerbsToHostIWARP: in the lab guest, our requester over the verbs
+// provider on siw0 calls our responder over the pure-Go iWARP on the host,
+// through qemu's forward from GuestPeerIP: NULL, a 1 MiB WRITE (read
+// chunk), a 1 MiB READ (write chunk) with the data checked, and a 64 KiB
+// long call and reply. TestVerbsGuestToIWARP runs it with -verbs.peer.
+func TestVerbsToHostIWARP(t *testing.T) {
+	if !*flagPeer {
+		t.Skip("needs -verbs.peer and a responder on the host (TestVerbsGuestToIWARP)")
+	}
+	p, err := verbs.New(verbs.Options{Device: "siw0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	conn, err := rpcrdma.Dial(ctx, p, lab.GuestPeerIP+":20049", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := rpc.NewClient(conn)
+	defer func() {
+		cli.Close()
+		conn.Close()
+	}()
+	bc := benchprog.Client{C: cli}
+	if err := bc.Null(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Write(ctx, benchprog.Pattern(1<<20)); err != nil {
+		t.Fatalf("WRITE 1 MiB: %v", err)
+	}
+	buf := make([]byte, 1<<20)
+	if err := bc.Read(ctx, buf); err != nil || !bytes.Equal(buf, benchprog.Pattern(len(buf))) {
+		t.Fatalf("READ 1 MiB: %v, data equal %v", err, bytes.Equal(buf, benchprog.Pattern(len(buf))))
+	}
+	if err := bc.Echo(ctx, benchprog.Pattern(64<<10)); err != nil {
+		t.Fatalf("ECHO 64 KiB: %v", err)
+	}
+	s := conn.Stats()
+	t.Logf("over %s to %v: %+v; stats %+v", conn.RDMA().(*verbs.Conn).Device(), conn.RDMA().RemoteAddr(), conn.Info(), s)
+	if s.ReadChunks == 0 || s.LongCalls == 0 {
+		t.Errorf("stats %+v: want a read chunk and a long call", s)
 	}
 }
