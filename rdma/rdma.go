@@ -3,8 +3,9 @@
 //
 // A provider implements [Provider]: rdma/loopback (in-process, strict, with
 // fault injection), rdma/iwarp (RFC 5040 RDMAP, RFC 5041 DDP, RFC 5044 MPA
-// over TCP) and, later, a cgo verbs binding. Every provider passes the
-// conformance suite in rdma/rdmatest. The model is iWARP's, as Linux's siw
+// over TCP) and rdma/verbs (cgo over libibverbs and librdmacm, built with
+// -tags verbs). Every provider passes the conformance suite in
+// rdma/rdmatest. The model is iWARP's, as Linux's siw
 // implements it (RFC 5040, RFC 5041, RFC 5042; what siw adds is in
 // docs/linux-interop.md).
 //
