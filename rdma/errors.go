@@ -63,6 +63,58 @@ func CheckPrivateData(where string, b []byte) error {
 	return nil
 }
 
+// CheckPrivateDataMax is CheckPrivateData with a provider's own maximum.
+func CheckPrivateDataMax(where string, b []byte, max int) error {
+	if len(b) > max {
+		return fmt.Errorf("rdma: %s: private data is %d bytes, more than %d: %w",
+			where, len(b), max, ErrInvalid)
+	}
+	return nil
+}
+
+// PrivateDataLimits are the largest private data a provider carries in a
+// connect request (Dial), a reply (ConnRequest.Accept) and a reject.
+// InfiniBand and RoCE carry 56, 196 and 148 bytes through rdma_cm, and
+// deliver the whole fixed-size area, zero-padded (Padded); iWARP carries
+// MaxPrivateData bytes each way at their exact length.
+type PrivateDataLimits struct {
+	Dial, Accept, Reject int
+	Padded               bool // received private data may carry trailing zeros
+}
+
+// PrivateDataLimiter is implemented by providers that carry less private
+// data than MaxPrivateData, or pad it.
+type PrivateDataLimiter interface {
+	PrivateDataLimits() PrivateDataLimits
+}
+
+// PrivateDataLimitsOf returns p's limits: its own if it implements
+// PrivateDataLimiter, MaxPrivateData each way, unpadded, otherwise.
+func PrivateDataLimitsOf(p Provider) PrivateDataLimits {
+	if l, ok := p.(PrivateDataLimiter); ok {
+		return l.PrivateDataLimits()
+	}
+	return PrivateDataLimits{Dial: MaxPrivateData, Accept: MaxPrivateData, Reject: MaxPrivateData}
+}
+
+// RemoteInvalidationReporter is implemented by providers that know before
+// connecting whether their connections take remote invalidation
+// (Limits.RemoteInvalidation), so that an upper layer can decide what to
+// offer in its connect request's private data (RFC 8797 section 4.1.1).
+type RemoteInvalidationReporter interface {
+	RemoteInvalidation() bool
+}
+
+// RemoteInvalidationOf reports whether p's connections take remote
+// invalidation: p's answer if it implements RemoteInvalidationReporter,
+// true otherwise.
+func RemoteInvalidationOf(p Provider) bool {
+	if r, ok := p.(RemoteInvalidationReporter); ok {
+		return r.RemoteInvalidation()
+	}
+	return true
+}
+
 // Layer is the layer field of an RDMAP Terminate (RFC 5040 section 4.8).
 type Layer uint8
 

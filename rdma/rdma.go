@@ -3,8 +3,9 @@
 //
 // A provider implements [Provider]: rdma/loopback (in-process, strict, with
 // fault injection), rdma/iwarp (RFC 5040 RDMAP, RFC 5041 DDP, RFC 5044 MPA
-// over TCP) and, later, a cgo verbs binding. Every provider passes the
-// conformance suite in rdma/rdmatest. The model is iWARP's, as Linux's siw
+// over TCP) and rdma/verbs (cgo over libibverbs and librdmacm, built with
+// -tags verbs). Every provider passes the conformance suite in
+// rdma/rdmatest. The model is iWARP's, as Linux's siw
 // implements it (RFC 5040, RFC 5041, RFC 5042; what siw adds is in
 // docs/linux-interop.md).
 //
@@ -14,7 +15,10 @@
 // [Listener.Accept] returns a [ConnRequest] carrying the initiator's private
 // data, so the upper layer can read it (RFC 8797) before it chooses its own
 // reply and calls [ConnRequest.Accept] or [ConnRequest.Reject]. Private data is
-// at most [MaxPrivateData] bytes each way.
+// at most [MaxPrivateData] bytes each way, or less where the transport carries
+// less (see [PrivateDataLimits]); on such transports the receiver may see it
+// zero-padded to a fixed size, so an upper layer parses it by its own format
+// and never by its length.
 //
 // A [Conn] is a reliable connected queue pair with its own protection domain
 // (PD) and one completion queue. [ConnConfig.Prepare] runs on each side before
@@ -175,8 +179,10 @@ type Listener interface {
 // later calls return an error. Its methods are safe for concurrent use.
 type ConnRequest interface {
 	// PrivateData returns the initiator's private data (at most
-	// MaxPrivateData bytes). The slice belongs to the request; it must not
-	// be modified and stays valid after Accept or Reject.
+	// MaxPrivateData bytes). Where the transport carries a fixed-size area
+	// (InfiniBand and RoCE) it has trailing zero padding. The slice
+	// belongs to the request; it must not be modified and stays valid
+	// after Accept or Reject.
 	PrivateData() []byte
 
 	// RemoteAddr returns the initiator's address.
@@ -249,7 +255,16 @@ type Limits struct {
 	IRD            int // maximum inbound RDMA Read Requests held at once
 	ORD            int // maximum outstanding RDMA Reads posted here
 	MaxSGE         int // maximum SGEs in one work request
+	MaxReadSGE     int // maximum SGEs in an RDMA Read's sink (at most MaxSGE; Linux siw allows 1)
 	MaxMessageSize int // maximum bytes in one Send, RDMA Write or RDMA Read
+
+	// RemoteInvalidation reports whether this side's STags can be named
+	// by the peer's Send with Invalidate. When false, such a Send ends
+	// the connection or silently kills the STag, depending on the device
+	// (a verbs provider over ibv_reg_mr regions), so an upper layer must
+	// not ask the peer for it (RFC 8797 section 4.1.1). Sending a Send
+	// with Invalidate from this side is not affected.
+	RemoteInvalidation bool
 }
 
 // Conn is one side of a reliable connection: a queue pair with its own

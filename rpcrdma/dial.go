@@ -35,6 +35,9 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 	// Receives for every reply, one spare, and the backward calls
 	// granted (RFC 8167, "Client Receive Buffers").
 	slots := int(c.cfg.credits()) + 1 + back
+	// A requester whose regions cannot take Send With Invalidate must
+	// not invite it (RFC 8797 section 4.1.1).
+	c.cfg.NoRemoteInvalidation = c.cfg.NoRemoteInvalidation || !rdma.RemoteInvalidationOf(p)
 	rcfg := c.cfg.RDMA
 	rcfg.PrivateData = c.cfg.privateData().Append(nil)
 	rcfg.RecvQueueDepth = max(rcfg.RecvQueueDepth, slots)

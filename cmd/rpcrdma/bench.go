@@ -51,6 +51,7 @@ type benchCase struct {
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", "bench [flags]", stderr)
 	connect := fs.String("connect", "", "benchmark the server at HOST:PORT (rpcrdma serve) instead of an in-process one; runs the rdma cases only")
+	serverAddr := fs.String("server-addr", "127.0.0.1:0", "address of the in-process server (with --provider verbs: an IP address of the RDMA device, port 0)")
 	duration := fs.Duration("duration", 1500*time.Millisecond, "measuring time per case")
 	rounds := fs.Int("rounds", 3, "measure the suite this many times over, each case for duration/rounds per round, and report each case over all its rounds")
 	jsonOut := fs.Bool("json", false, "print one JSON object with a results array instead of a table")
@@ -114,7 +115,7 @@ flags:
 	}()
 	rdmaAddr := *connect
 	if rdmaAddr == "" {
-		addr, stop, err := startRDMAServer(tf)
+		addr, stop, err := startRDMAServer(tf, *serverAddr)
 		if err != nil {
 			return err
 		}
@@ -139,7 +140,7 @@ flags:
 	}
 	closers = append(closers, stopRC)
 	cases = append(cases, rc...)
-	if *connect == "" && !tf.crc {
+	if *connect == "" && !tf.crc && tf.providerName == "iwarp" {
 		// The 1 MiB cases again with MPA CRC32c, on a connection of
 		// their own, for what CRC costs measured within the run.
 		ctf := tf
@@ -348,9 +349,9 @@ func printTable(w io.Writer, rs []benchResult) {
 	tw.Flush()
 }
 
-// startRDMAServer serves the bench program over the software iWARP on a
-// loopback port and returns its address.
-func startRDMAServer(tf transportFlags) (string, func(), error) {
+// startRDMAServer serves the bench program over the flags' provider at
+// addr and returns the address bound.
+func startRDMAServer(tf transportFlags, addr string) (string, func(), error) {
 	p, err := tf.provider()
 	if err != nil {
 		return "", nil, err
@@ -360,7 +361,7 @@ func startRDMAServer(tf transportFlags) (string, func(), error) {
 	stf := tf
 	stf.responder = true
 	stf.version = 2
-	l, err := rpcrdma.Listen(context.Background(), p, "127.0.0.1:0", stf.config(nil))
+	l, err := rpcrdma.Listen(context.Background(), p, addr, stf.config(nil))
 	if err != nil {
 		return "", nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/go-rpcrdma/rpcrdma/rdma/verbs"
 	"io"
 	"net/http"
 	"os"
@@ -441,5 +442,27 @@ func TestPingReconnect(t *testing.T) {
 	}
 	if n := strings.Count(r.out, "connected to "); n != 2 {
 		t.Errorf("negotiation printed %d times, want 2:\n%s", n, r.out)
+	}
+}
+
+// TestProviderFlag: --provider names iwarp or verbs; verbs in a build
+// without it, an unknown name and --device without verbs fail at once
+// with one line saying why.
+func TestProviderFlag(t *testing.T) {
+	cases := [][]string{
+		{"ping", "--provider", "ib", "127.0.0.1:1"},
+		{"ping", "--device", "rxe0", "127.0.0.1:1"},
+	}
+	if !verbs.Available {
+		cases = append(cases, []string{"serve", "--provider", "verbs", "--listen", "127.0.0.1:0"})
+	}
+	for _, args := range cases {
+		_, errOut, code := rpcrdmaCmd(t, 20*time.Second, args...)
+		if code != 2 && code != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "--") {
+			t.Errorf("%v: exit %d, want a one-line usage error:\n%s", args, code, errOut)
+		}
+		if args[2] == "verbs" && !strings.Contains(errOut, "-tags verbs") {
+			t.Errorf("%v does not say how to build the verbs provider:\n%s", args, errOut)
+		}
 	}
 }

@@ -31,6 +31,8 @@ type transportFlags struct {
 	// exchange, as a Linux soft-iWARP (siw) responder needs
 	// (iwarp.SiwFirstSendDelay).
 	firstSendDelay time.Duration
+	providerName   string // "iwarp" or "verbs"
+	device         string // verbs: the RDMA device connections must use
 }
 
 func (f *transportFlags) register(fs *flag.FlagSet, responder bool) {
@@ -49,12 +51,17 @@ func (f *transportFlags) register(fs *flag.FlagSet, responder bool) {
 	fs.BoolVar(&f.crc, "crc", false, "ask for MPA CRC32c (a responder follows the initiator, like Linux siw)")
 	fs.IntVar(&f.mpaRev, "mpa-rev", 2, "MPA revision: 2 (enhanced, RFC 6581; what Linux requires) or 1")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&f.providerName, "provider", "iwarp", "RDMA provider: iwarp (software iWARP over TCP) or verbs (rdma-core; a -tags verbs build)")
+	fs.StringVar(&f.device, "device", "", "with --provider verbs: the RDMA device to use (rdma_cm picks it by IP address; this checks it)")
 }
 
 // check returns a usage error for a flag value out of range.
 func (f *transportFlags) check() error {
 	if f.version != 1 && f.version != 2 {
 		return usagef("--rpcrdma-version %d: want 1 or 2", f.version)
+	}
+	if err := f.checkProvider(); err != nil {
+		return err
 	}
 	if f.mpaRev != 1 && f.mpaRev != 2 {
 		return usagef("--mpa-rev %d: want 1 or 2", f.mpaRev)

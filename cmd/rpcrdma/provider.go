@@ -3,11 +3,35 @@ package main
 import (
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
+	"github.com/go-rpcrdma/rpcrdma/rdma/verbs"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
 
-// provider returns the software iWARP provider the flags describe.
+// checkProvider checks --provider and --device.
+func (f *transportFlags) checkProvider() error {
+	switch f.providerName {
+	case "iwarp":
+		if f.device != "" {
+			return usagef("--device %q: only with --provider verbs", f.device)
+		}
+	case "verbs":
+		if !verbs.Available {
+			return usagef("--provider verbs: %v", verbs.ErrNotBuilt)
+		}
+		if f.crc || f.mpaRev != 2 {
+			return usagef("--crc and --mpa-rev are for --provider iwarp (the device's iWARP, if any, chooses)")
+		}
+	default:
+		return usagef("--provider %q: want iwarp or verbs", f.providerName)
+	}
+	return nil
+}
+
+// provider returns the provider the flags describe.
 func (f *transportFlags) provider() (rdma.Provider, error) {
+	if f.providerName == "verbs" {
+		return verbs.New(verbs.Options{Device: f.device, Logger: f.logger()})
+	}
 	o := iwarp.Options{Revision: f.mpaRev, CRC: iwarp.CRCFollow, FirstSendDelay: f.firstSendDelay}
 	if f.crc {
 		o.CRC = iwarp.CRCRequire

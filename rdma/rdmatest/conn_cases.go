@@ -52,11 +52,11 @@ func testConnectPrivateData(t *testing.T, cfg Config) {
 	if ln.Addr() == nil || ln.Addr().String() == "" {
 		t.Fatalf("listener address %v", ln.Addr())
 	}
-	offer := pattern(rdma.MaxPrivateData, 1) // the largest allowed
+	offer := pattern(cfg.privateData().Dial, 1) // the largest allowed
 	answer := []byte("rpcrdma v1 inline 4096")
 	dialed := dialAsync(ctx, cfg, ln.Addr().String(), rdma.ConnConfig{PrivateData: offer})
 	req := accept(t, ctx, ln)
-	wantBytes(t, "request private data", req.PrivateData(), offer)
+	wantPrivateData(t, cfg, "request private data", req.PrivateData(), offer)
 	if req.RemoteAddr() == nil || req.LocalAddr() == nil {
 		t.Fatalf("request addresses %v %v", req.RemoteAddr(), req.LocalAddr())
 	}
@@ -71,8 +71,8 @@ func testConnectPrivateData(t *testing.T, cfg Config) {
 	}
 	a := r.c
 	defer a.Close()
-	wantBytes(t, "initiator's peer private data", a.PeerPrivateData(), answer)
-	wantBytes(t, "responder's peer private data", b.PeerPrivateData(), offer)
+	wantPrivateData(t, cfg, "initiator's peer private data", a.PeerPrivateData(), answer)
+	wantPrivateData(t, cfg, "responder's peer private data", b.PeerPrivateData(), offer)
 	if a.RemoteAddr() == nil || a.LocalAddr() == nil || b.RemoteAddr() == nil || b.LocalAddr() == nil {
 		t.Fatalf("addresses %v %v %v %v", a.LocalAddr(), a.RemoteAddr(), b.LocalAddr(), b.RemoteAddr())
 	}
@@ -90,15 +90,18 @@ func testConnectPrivateData(t *testing.T, cfg Config) {
 func testPrivateDataTooLong(t *testing.T, cfg Config) {
 	ctx := Context(t, cfg)
 	ln := listen(t, cfg)
-	long := make([]byte, rdma.MaxPrivateData+1)
+	lim := cfg.privateData()
+	long := make([]byte, lim.Dial+1)
 	if _, err := cfg.Provider.Dial(ctx, ln.Addr().String(), rdma.ConnConfig{PrivateData: long}); !errors.Is(err, rdma.ErrInvalid) {
 		t.Fatalf("dial with %d bytes of private data: %v, want ErrInvalid", len(long), err)
 	}
 	dialed := dialAsync(ctx, cfg, ln.Addr().String(), rdma.ConnConfig{})
 	req := accept(t, ctx, ln)
+	long = make([]byte, lim.Accept+1)
 	if _, err := req.Accept(ctx, rdma.ConnConfig{PrivateData: long}); !errors.Is(err, rdma.ErrInvalid) {
 		t.Fatalf("accept with %d bytes of private data: %v, want ErrInvalid", len(long), err)
 	}
+	long = make([]byte, lim.Reject+1)
 	if err := req.Reject(long); !errors.Is(err, rdma.ErrInvalid) {
 		t.Fatalf("reject with %d bytes of private data: %v, want ErrInvalid", len(long), err)
 	}
@@ -124,7 +127,7 @@ func testReject(t *testing.T, cfg Config) {
 	if !errors.Is(r.err, rdma.ErrRejected) || !errors.As(r.err, &re) {
 		t.Fatalf("dial: %v, want a RejectError", r.err)
 	}
-	wantBytes(t, "reject private data", re.PrivateData, why)
+	wantPrivateData(t, cfg, "reject private data", re.PrivateData, why)
 	if err := req.Reject(nil); err == nil {
 		t.Fatalf("second Reject succeeded")
 	}
@@ -247,7 +250,8 @@ func testLimits(t *testing.T, cfg Config) {
 	a, b := Pair(t, cfg, rdma.ConnConfig{}, rdma.ConnConfig{})
 	for _, c := range []rdma.Conn{a, b} {
 		l := c.Limits()
-		if l.SendQueueDepth < 1 || l.RecvQueueDepth < 1 || l.IRD < 1 || l.ORD < 1 || l.MaxSGE < 2 || l.MaxMessageSize < 1<<20 {
+		if l.SendQueueDepth < 1 || l.RecvQueueDepth < 1 || l.IRD < 1 || l.ORD < 1 || l.MaxSGE < 2 ||
+			l.MaxReadSGE < 1 || l.MaxReadSGE > l.MaxSGE || l.MaxMessageSize < 1<<20 {
 			t.Fatalf("default limits %+v", l)
 		}
 	}
@@ -370,9 +374,7 @@ func testWaitContext(t *testing.T, cfg Config) {
 	if a.Err() != nil {
 		t.Fatalf("connection ended: %v", a.Err())
 	}
-	if len(a.PeerPrivateData()) != 0 {
-		t.Fatalf("peer private data %q, want none", a.PeerPrivateData())
-	}
+	wantPrivateData(t, cfg, "peer private data", a.PeerPrivateData(), nil)
 }
 
 // testWaitEnd: with nothing posted, every Wait in progress without a

@@ -155,6 +155,7 @@ func testLocalInvalidate(t *testing.T, cfg Config) {
 // with it fails.
 func testRemoteInvalidate(t *testing.T, cfg Config) {
 	a, b := Pair(t, cfg, rdma.ConnConfig{}, rdma.ConnConfig{})
+	skipNoRemoteInvalidation(t, b)
 	dst := Alloc(t, b, 64, rdma.AccessRemoteWrite)
 	note := Alloc(t, b, 8, rdma.AccessLocalWrite)
 	PostRecv(t, b, 5, Whole(note))
@@ -179,6 +180,7 @@ func testRemoteInvalidate(t *testing.T, cfg Config) {
 // StatusRemoteInvalidRequest.
 func testRemoteInvalidateRefused(t *testing.T, cfg Config) {
 	a, b := Pair(t, cfg, rdma.ConnConfig{}, rdma.ConnConfig{})
+	skipNoRemoteInvalidation(t, b)
 	dst := Alloc(t, b, 64, rdma.AccessRemoteWrite)
 	PostRecv(t, b, 5, rdma.SGE{MR: Alloc(t, b, 8, rdma.AccessLocalWrite), Length: 8})
 	PostRecv(t, b, 6, rdma.SGE{MR: Alloc(t, b, 8, rdma.AccessLocalWrite), Length: 8})
@@ -191,6 +193,50 @@ func testRemoteInvalidateRefused(t *testing.T, cfg Config) {
 	Want(t, dc[1], 6, rdma.OpRecv, rdma.StatusFlushed, 0)
 	if !dst.Valid() {
 		t.Fatalf("%v invalidated by a Send naming %v", dst.STag(), otherKey(dst.STag()))
+	}
+}
+
+func skipNoRemoteInvalidation(t *testing.T, c rdma.Conn) {
+	t.Helper()
+	if !c.Limits().RemoteInvalidation {
+		t.Skip("the provider's regions do not take remote invalidation (Limits.RemoteInvalidation)")
+	}
+}
+
+// testRemoteInvalidateUnsupported: on a connection whose regions do not
+// take remote invalidation, a Send with Invalidate naming one either ends
+// the connection on both sides (rxe moves the queue pair to the error
+// state) or is delivered, and then the STag may be dead (siw revokes it).
+// Either way nothing hangs, and the outcome is one of the two.
+func testRemoteInvalidateUnsupported(t *testing.T, cfg Config) {
+	a, b := Pair(t, cfg, rdma.ConnConfig{}, rdma.ConnConfig{})
+	if b.Limits().RemoteInvalidation {
+		t.Skip("the provider's regions take remote invalidation")
+	}
+	dst := Alloc(t, b, 64, rdma.AccessRemoteWrite)
+	PostRecv(t, b, 5, rdma.SGE{MR: Alloc(t, b, 8, rdma.AccessLocalWrite), Length: 8})
+	PostRecv(t, b, 6, rdma.SGE{MR: Alloc(t, b, 8, rdma.AccessLocalWrite), Length: 8})
+	Post(t, a, rdma.WorkRequest{ID: 1, Op: rdma.OpSendInvalidate, InvalidateSTag: dst.STag()})
+	ctx := Context(t, cfg)
+	var cs [1]rdma.Completion
+	if _, err := b.Wait(ctx, cs[:1]); err != nil {
+		t.Fatalf("receiver: %v", err)
+	}
+	got := cs[0]
+	if got.ID != 5 {
+		t.Fatalf("first receive completion %+v", got)
+	}
+	if got.Status == rdma.StatusSuccess {
+		t.Logf("delivered: %+v; region valid %v", got, dst.Valid())
+		Want(t, WaitN(t, cfg, a, 1)[0], 1, rdma.OpSendInvalidate, rdma.StatusSuccess, 0)
+		return
+	}
+	t.Logf("connection ended: receive %v", got.Status)
+	if _, err := Drain(t, cfg, b); err == nil {
+		t.Fatalf("receiver did not end")
+	}
+	if _, err := Drain(t, cfg, a); err == nil {
+		t.Fatalf("sender did not end")
 	}
 }
 
@@ -207,7 +253,7 @@ func testReregister(t *testing.T, cfg Config) {
 	if err != nil {
 		t.Fatalf("reregister: %v", err)
 	}
-	if stag == old || stag.Index() != old.Index() || stag != dst.STag() || !dst.Valid() || dst.Access() != rdma.AccessRemoteWrite {
+	if stag == old || (stag.Index() != old.Index() && !cfg.RekeyAnyIndex) || stag != dst.STag() || !dst.Valid() || dst.Access() != rdma.AccessRemoteWrite {
 		t.Fatalf("reregistered %v as %v (MR reports %v valid %v access %v)", old, stag, dst.STag(), dst.Valid(), dst.Access())
 	}
 	Post(t, a, write(a, t, 8, stag, dst.TO()))

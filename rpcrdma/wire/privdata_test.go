@@ -66,6 +66,25 @@ func TestPrivateDataAbsent(t *testing.T) {
 	}
 }
 
+// TestPrivateDataPaddedIB: an InfiniBand or RoCE connect request delivers
+// its private data zero-padded to 56 bytes, a reply to 196 (InfiniBand
+// Architecture Specification Volume 1, section 12.6; rdma_cm keeps 36 of
+// the REQ's 92 bytes); the message is recognised by its format identifier.
+func TestPrivateDataPaddedIB(t *testing.T) {
+	want := PrivateData{RemoteInvalidation: true, SendSize: 4096, ReceiveSize: 8192}
+	for _, n := range []int{56, 196} {
+		b := make([]byte, n)
+		copy(b, want.Append(nil))
+		var p PrivateData
+		if !p.Decode(b) || p != want {
+			t.Errorf("%d bytes, zero-padded: Decode = %+v, want %+v", n, p, want)
+		}
+		if p.Decode(make([]byte, n)) {
+			t.Errorf("%d zero bytes decoded as private data", n)
+		}
+	}
+}
+
 func TestPrivateDataFlagsAndPadding(t *testing.T) {
 	// Reserved flag bits are ignored on receipt and zero when sent; bytes
 	// after the eighth are ignored.

@@ -1,0 +1,760 @@
+//go:build linux && cgo && verbs
+
+package verbs
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+)
+
+type unsafePtr = unsafe.Pointer
+
+func unsafePointer[T any](p *T) unsafe.Pointer { return unsafe.Pointer(p) }
+
+// pollBatch is how many completions one ibv_poll_cq call takes.
+const pollBatch = 32
+
+// flushGrace is how long a connection whose queue pair was flushed for
+// no reason it knows waits for rdma_cm to report one (a disconnect) before
+// it ends with rdma.ErrConnectionLost.
+const flushGrace = time.Second
+
+// closeWait bounds how long Close waits for the flushed completions of
+// outstanding work requests.
+const closeWait = 5 * time.Second
+
+// Conn is one side of an RC queue pair connected by rdma_cm, with its own
+// protection domain, one completion queue for both queues and one
+// completion channel. Its methods are safe for concurrent use.
+//
+// Completions arrive through the completion channel, whose fd is
+// non-blocking and waited on by Go's poller: one goroutine per connection
+// parks there, and another on the connection's rdma_cm channel. Neither
+// holds an OS thread while it waits.
+type Conn struct {
+	p   *Provider
+	ch  *channel
+	id  *C.struct_rdma_cm_id
+	pd  *C.struct_ibv_pd
+	cc  *C.struct_ibv_comp_channel
+	ccf *os.File
+	cq  *C.struct_ibv_cq
+	qp  *C.struct_ibv_qp
+
+	dev           device
+	lim           rdma.Limits
+	peerPD        []byte
+	local, remote *Addr
+
+	mu       sync.Mutex
+	sge      *C.struct_ibv_sge // scratch SGE array, C memory, under mu
+	seq      uint64            // wr_id of the next work request
+	sq, rq   []pending         // posted, not yet polled off the CQ
+	sqOut    int               // send-queue work not yet returned to the user
+	rqOut    int               // receives not yet returned
+	readsOut int               // Reads not yet returned
+	deferred []rdma.WorkRequest
+	started  bool
+	err      error
+	done     chan struct{}
+	mrs      map[*mr]struct{}
+	closing  bool
+	closed   bool
+
+	flushTimer *time.Timer // ends the connection after flushGrace; under mu
+
+	cqMu  sync.Mutex // ibv_poll_cq, wcs, ready
+	wcs   *C.struct_shim_wc
+	ready []rdma.Completion
+	wake  chan struct{} // closed and replaced when ready grows or the state changes
+
+	wg sync.WaitGroup
+}
+
+// pending is a posted work request.
+type pending struct {
+	seq    uint64
+	id     uint64
+	op     rdma.Op
+	length int // bytes of a send-queue work request
+
+	done bool            // completed, waiting for earlier work to complete
+	c    rdma.Completion // its completion, once done
+}
+
+var _ rdma.Conn = (*Conn)(nil)
+
+// setup creates the protection domain, completion channel, completion
+// queue and queue pair on c.id's device.
+func (c *Conn) setup(dev device, d rdma.Depths) error {
+	p := c.p
+	c.dev = dev
+	pd, err := C.ibv_alloc_pd(c.id.verbs)
+	if pd == nil {
+		return fmt.Errorf("ibv_alloc_pd: %w", err)
+	}
+	p.res.pds.Add(1)
+	c.pd = pd
+	cc, err := C.ibv_create_comp_channel(c.id.verbs)
+	if cc == nil {
+		return fmt.Errorf("ibv_create_comp_channel: %w", err)
+	}
+	p.res.compChannels.Add(1)
+	c.cc = cc
+	f, err := pollable(int(cc.fd), "ibv_comp_channel")
+	if err != nil {
+		return err
+	}
+	p.res.files.Add(1)
+	c.ccf = f
+	cq, err := C.ibv_create_cq(c.id.verbs, C.int(d.SendQueue+d.RecvQueue), nil, cc, 0)
+	if cq == nil {
+		return fmt.Errorf("ibv_create_cq %d entries: %w", d.SendQueue+d.RecvQueue, err)
+	}
+	p.res.cqs.Add(1)
+	c.cq = cq
+	if r, err := C.ibv_req_notify_cq(cq, 0); r != 0 {
+		return fmt.Errorf("ibv_req_notify_cq: %w", err)
+	}
+	if rc := C.shim_create_qp(c.id, pd, cq, C.int(d.SendQueue), C.int(d.RecvQueue), C.int(dev.maxSGE)); rc < 0 {
+		return fmt.Errorf("rdma_create_qp (send %d, receive %d, %d SGEs): %w", d.SendQueue, d.RecvQueue, dev.maxSGE, errnoErr(rc))
+	}
+	p.res.qps.Add(1)
+	c.qp = c.id.qp
+	c.sge = (*C.struct_ibv_sge)(C.calloc(C.size_t(dev.maxSGE), C.size_t(unsafe.Sizeof(C.struct_ibv_sge{}))))
+	c.wcs = (*C.struct_shim_wc)(C.calloc(pollBatch, C.size_t(unsafe.Sizeof(C.struct_shim_wc{}))))
+	c.done = make(chan struct{})
+	c.wake = make(chan struct{})
+	c.mrs = make(map[*mr]struct{})
+	return nil
+}
+
+// finish records the limits and addresses once IRD and ORD are known.
+func (c *Conn) finish(dev device, d rdma.Depths) {
+	c.lim = rdma.Limits{
+		SendQueueDepth: d.SendQueue, RecvQueueDepth: d.RecvQueue, IRD: d.IRD, ORD: d.ORD,
+		MaxSGE: dev.maxSGE, MaxReadSGE: dev.maxReadSGE, MaxMessageSize: dev.maxMsg,
+		// A Send with Invalidate naming an MR from ibv_reg_mr moves an
+		// InfiniBand or RoCE queue pair to the error state (only memory
+		// windows and fast-registered MRs can be invalidated remotely,
+		// InfiniBand Architecture Specification Volume 1, section
+		// 10.6.7), and on Linux siw it revokes the key for good, which
+		// userspace cannot undo. So this side's regions refuse it.
+		RemoteInvalidation: false,
+	}
+	c.local = localAddr(c.id, dev.name)
+	c.remote = peerAddr(c.id, dev.name)
+}
+
+// start runs the connection's goroutines and posts the send-queue work
+// that Prepare posted.
+func (c *Conn) start() {
+	c.wg.Add(2)
+	go c.cqLoop()
+	go c.cmLoop()
+	c.mu.Lock()
+	c.started = true
+	deferred := c.deferred
+	c.deferred = nil
+	for i := range deferred {
+		if err := c.postSendLocked(&deferred[i]); err != nil {
+			c.endLocked(fmt.Errorf("verbs: post deferred %v: %v: %w", deferred[i].Op, err, rdma.ErrConnectionLost))
+			break
+		}
+	}
+	c.mu.Unlock()
+}
+
+// cqLoop waits on the completion channel through the poller, drains its
+// events until EAGAIN, re-arms the CQ, and moves the completions to ready.
+func (c *Conn) cqLoop() {
+	defer c.wg.Done()
+	rc, err := c.ccf.SyscallConn()
+	if err != nil {
+		return
+	}
+	for {
+		var cerr error
+		err := rc.Read(func(uintptr) bool {
+			n := C.shim_cq_events(c.cc, c.cq)
+			if n < 0 {
+				cerr = errnoErr(n)
+				return true
+			}
+			return n > 0
+		})
+		if err != nil {
+			return // Close set the deadline
+		}
+		if cerr != nil {
+			c.mu.Lock()
+			c.endLocked(fmt.Errorf("verbs: completion channel: %v: %w", cerr, rdma.ErrConnectionLost))
+			c.mu.Unlock()
+		}
+		c.cqMu.Lock()
+		c.collectLocked()
+		c.cqMu.Unlock()
+	}
+}
+
+// cmLoop reads the connection's rdma_cm events after establishment.
+func (c *Conn) cmLoop() {
+	defer c.wg.Done()
+	for {
+		ev, err := c.ch.get(context.Background())
+		if err != nil {
+			return
+		}
+		var end error
+		switch ev._type {
+		case C.RDMA_CM_EVENT_DISCONNECTED:
+			end = rdma.ErrDisconnected
+		case C.RDMA_CM_EVENT_DEVICE_REMOVAL:
+			end = fmt.Errorf("verbs: device %s removed: %w", c.dev.name, rdma.ErrConnectionLost)
+		case C.RDMA_CM_EVENT_CONNECT_ERROR, C.RDMA_CM_EVENT_UNREACHABLE:
+			end = fmt.Errorf("verbs: rdma_cm %s (status %d): %w", eventName(ev._type), int(ev.status), rdma.ErrConnectionLost)
+		case C.RDMA_CM_EVENT_TIMEWAIT_EXIT:
+			continue
+		default:
+			c.p.log.Debug("verbs: connection event", "event", eventName(ev._type), "status", int(ev.status))
+			continue
+		}
+		c.mu.Lock()
+		c.endLocked(end)
+		c.mu.Unlock()
+	}
+}
+
+// collectLocked polls the CQ into ready. The caller holds cqMu.
+func (c *Conn) collectLocked() {
+	if c.cq == nil {
+		return
+	}
+	grew := false
+	for {
+		n := int(C.shim_poll(c.cq, pollBatch, c.wcs))
+		if n <= 0 {
+			break
+		}
+		wcs := unsafe.Slice(c.wcs, n)
+		c.mu.Lock()
+		for i := range wcs {
+			c.completionLocked(&wcs[i])
+		}
+		c.mu.Unlock()
+		grew = true
+		if n < pollBatch {
+			break
+		}
+	}
+	if grew {
+		c.signalLocked()
+	}
+}
+
+// signalLocked wakes every Wait. The caller holds cqMu.
+func (c *Conn) signalLocked() {
+	close(c.wake)
+	c.wake = make(chan struct{})
+}
+
+// completionLocked records a work completion on its queue and ends the
+// connection on an error. The caller holds mu.
+//
+// Completions are handed out in posting order per queue, as the model
+// promises. InfiniBand requires that of the device; Linux siw completes an
+// RDMA Write when it is sent, ahead of an earlier Read still waiting for
+// its response, so a completion that overtakes is held until the work
+// posted before it has completed.
+func (c *Conn) completionLocked(wc *C.struct_shim_wc) {
+	status := C.enum_ibv_wc_status(wc.status)
+	seq := uint64(wc.wr_id)
+	// A flushed completion's opcode is undefined: find the work request
+	// by wr_id.
+	q, recv := &c.sq, false
+	i := findSeq(c.sq, seq)
+	if i < 0 {
+		q, recv = &c.rq, true
+		i = findSeq(c.rq, seq)
+	}
+	if i < 0 {
+		c.endLocked(fmt.Errorf("verbs: completion for unknown work request %d: %w", seq, rdma.ErrConnectionLost))
+		return
+	}
+	p := &(*q)[i]
+	cp := rdma.Completion{ID: p.id, Op: p.op}
+	if status == C.IBV_WC_SUCCESS {
+		cp.Len = p.length // byte_len is defined for receives only
+		if recv {
+			cp.Len = int(wc.byte_len)
+			if wc.wc_flags&C.IBV_WC_WITH_INV != 0 {
+				cp.Invalidated = true
+				cp.InvalidatedSTag = rdma.STag(wc.inv_rkey)
+				c.remoteInvalidatedLocked(cp.InvalidatedSTag)
+			}
+		}
+	} else {
+		cp.Status = mapStatus(status)
+		c.failedLocked(status, uint32(wc.vendor_err), p.op, recv)
+	}
+	p.done, p.c = true, cp
+	for len(*q) > 0 && (*q)[0].done {
+		c.ready = append(c.ready, (*q)[0].c)
+		*q = (*q)[1:]
+	}
+}
+
+// findSeq returns the index of the work request with seq in q, or -1.
+func findSeq(q []pending, seq uint64) int {
+	for i := range q {
+		if q[i].seq == seq {
+			return i
+		}
+	}
+	return -1
+}
+
+// failedLocked ends the connection for a failed work completion. The
+// caller holds mu.
+func (c *Conn) failedLocked(status C.enum_ibv_wc_status, vendor uint32, op rdma.Op, recv bool) {
+	if status != C.IBV_WC_WR_FLUSH_ERR {
+		c.endLocked(wcError(status, vendor, op, recv))
+		return
+	}
+	if c.err == nil && c.flushTimer == nil {
+		// The queue pair is in the error state and this side does not
+		// know why yet: the peer's disconnect (rdma_cm reports it after
+		// the flush on siw) or an error the peer's device detected. Wait
+		// a little for rdma_cm to say.
+		c.flushTimer = time.AfterFunc(flushGrace, func() {
+			c.mu.Lock()
+			c.endLocked(fmt.Errorf("verbs: %v flushed: the queue pair is in the error state: %w", op, rdma.ErrConnectionLost))
+			c.mu.Unlock()
+		})
+	}
+}
+
+// mapStatus maps an ibv_wc_status to the model's Status.
+func mapStatus(s C.enum_ibv_wc_status) rdma.Status {
+	switch s {
+	case C.IBV_WC_SUCCESS:
+		return rdma.StatusSuccess
+	case C.IBV_WC_WR_FLUSH_ERR:
+		return rdma.StatusFlushed
+	case C.IBV_WC_LOC_LEN_ERR:
+		return rdma.StatusLocalLength
+	case C.IBV_WC_LOC_PROT_ERR, C.IBV_WC_MW_BIND_ERR:
+		return rdma.StatusLocalProtection
+	case C.IBV_WC_REM_ACCESS_ERR:
+		return rdma.StatusRemoteAccess
+	case C.IBV_WC_REM_OP_ERR, C.IBV_WC_REM_INV_REQ_ERR, C.IBV_WC_REM_INV_RD_REQ_ERR, C.IBV_WC_REM_ABORT_ERR:
+		return rdma.StatusRemoteOperation
+	case C.IBV_WC_RNR_RETRY_EXC_ERR:
+		return rdma.StatusRNR
+	case C.IBV_WC_RETRY_EXC_ERR, C.IBV_WC_RESP_TIMEOUT_ERR, C.IBV_WC_FATAL_ERR, C.IBV_WC_GENERAL_ERR:
+		return rdma.StatusTransport
+	}
+	return rdma.StatusRemoteOperation
+}
+
+// wcError is the connection error for a failed work completion: a
+// TerminateError with the RDMAP/DDP code closest to the verbs status, so
+// that upper layers see the same errors as on the software iWARP. Remote
+// says whether the peer refused (the status names a remote error).
+func wcError(s C.enum_ibv_wc_status, vendor uint32, op rdma.Op, recv bool) error {
+	what := op.String()
+	if recv {
+		what = "Receive"
+	}
+	detail := fmt.Sprintf("%s completed with %s (vendor error 0x%x)", what, C.GoString(C.ibv_wc_status_str(s)), vendor)
+	te := rdma.TerminateError{Layer: rdma.LayerRDMAP, Type: rdma.TypeRemoteOperation, Code: rdma.CodeUnspecified, Detail: detail}
+	switch s {
+	case C.IBV_WC_REM_ACCESS_ERR:
+		te.Type, te.Remote = rdma.TypeRemoteProtection, true
+	case C.IBV_WC_RNR_RETRY_EXC_ERR:
+		te.Layer, te.Type, te.Code, te.Remote = rdma.LayerDDP, rdma.TypeUntaggedBuffer, rdma.CodeNoBuffer, true
+	case C.IBV_WC_REM_INV_REQ_ERR, C.IBV_WC_REM_OP_ERR, C.IBV_WC_REM_INV_RD_REQ_ERR:
+		te.Remote = true
+	case C.IBV_WC_LOC_LEN_ERR:
+		te.Layer, te.Type, te.Code = rdma.LayerDDP, rdma.TypeUntaggedBuffer, rdma.CodeMessageTooLong
+	case C.IBV_WC_LOC_PROT_ERR:
+		te.Type = rdma.TypeLocalCatastrophic
+	case C.IBV_WC_RETRY_EXC_ERR, C.IBV_WC_RESP_TIMEOUT_ERR:
+		return fmt.Errorf("verbs: %s: %w", detail, rdma.ErrConnectionLost)
+	default:
+		te.Type = rdma.TypeLocalCatastrophic
+	}
+	return te
+}
+
+// endLocked ends the connection with err if it has not ended: the queue
+// pair goes to the error state, which flushes every posted work request,
+// and rdma_cm tells the peer. The caller holds mu.
+func (c *Conn) endLocked(err error) {
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	close(c.done)
+	if c.flushTimer != nil {
+		c.flushTimer.Stop()
+	}
+	if c.qp != nil {
+		C.shim_qp_error(c.qp)
+	}
+	if c.id != nil && c.started {
+		C.rdma_disconnect(c.id)
+	}
+	c.p.log.Debug("verbs: connection ended", "local", c.local, "remote", c.remote, "err", err)
+	// Wake waiters without taking cqMu, which the caller may hold.
+	go func() {
+		c.cqMu.Lock()
+		c.signalLocked()
+		c.cqMu.Unlock()
+	}()
+}
+
+// LocalAddr returns the local address (an *Addr naming the device).
+func (c *Conn) LocalAddr() net.Addr { return c.local }
+
+// RemoteAddr returns the peer's address (an *Addr).
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// PeerPrivateData returns the peer's private data; see
+// ConnRequest.PrivateData for padding.
+func (c *Conn) PeerPrivateData() []byte { return c.peerPD }
+
+// Limits returns the limits in force.
+func (c *Conn) Limits() rdma.Limits { return c.lim }
+
+// Device returns the name of the connection's RDMA device.
+func (c *Conn) Device() string { return c.dev.name }
+
+// Done returns a channel closed when the connection ends.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended, or nil.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// checkSGL checks sgl against c and need and returns its total length.
+// The caller holds mu.
+func (c *Conn) checkSGL(sgl []rdma.SGE, need rdma.Access, maxSGE int) (int, error) {
+	if len(sgl) > maxSGE {
+		return 0, fmt.Errorf("%d SGEs, more than %d: %w", len(sgl), maxSGE, rdma.ErrInvalid)
+	}
+	total := 0
+	for i, e := range sgl {
+		m, ok := e.MR.(*mr)
+		if !ok || m == nil || m.c != c {
+			return 0, fmt.Errorf("SGE %d: not a region of this connection: %w", i, rdma.ErrInvalid)
+		}
+		if !m.valid || m.released {
+			return 0, fmt.Errorf("SGE %d: region %v is not valid: %w", i, m.stag, rdma.ErrInvalid)
+		}
+		if !m.access.Has(need) {
+			return 0, fmt.Errorf("SGE %d: region %v has %v, needs %v: %w", i, m.stag, m.access, need, rdma.ErrInvalid)
+		}
+		if e.Offset < 0 || e.Length < 0 || e.Offset > len(m.buf)-e.Length {
+			return 0, fmt.Errorf("SGE %d: %d bytes at offset %d outside region %v of %d bytes: %w", i, e.Length, e.Offset, m.stag, len(m.buf), rdma.ErrInvalid)
+		}
+		C.shim_sge(c.sge, C.int(i), C.uint64_t(m.addr+uint64(e.Offset)), C.uint32_t(e.Length), m.lkey)
+		total += e.Length
+	}
+	return total, nil
+}
+
+// PostRecv posts a receive.
+func (c *Conn) PostRecv(id uint64, sgl []rdma.SGE) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	if c.rqOut >= c.lim.RecvQueueDepth {
+		return fmt.Errorf("verbs: post receive %d: %d outstanding: %w", id, c.rqOut, rdma.ErrQueueFull)
+	}
+	if _, err := c.checkSGL(sgl, rdma.AccessLocalWrite, c.lim.MaxSGE); err != nil {
+		return fmt.Errorf("verbs: post receive %d: %w", id, err)
+	}
+	c.seq++
+	if rc := C.shim_post_recv(c.qp, C.uint64_t(c.seq), c.sge, C.int(len(sgl))); rc < 0 {
+		return fmt.Errorf("verbs: post receive %d: ibv_post_recv: %v: %w", id, errnoErr(rc), rdma.ErrInvalid)
+	}
+	c.rq = append(c.rq, pending{seq: c.seq, id: id, op: rdma.OpRecv})
+	c.rqOut++
+	return nil
+}
+
+// PostSend posts a Send, RDMA Write or RDMA Read. Send-queue work posted
+// before the connection is established (from Prepare) is held and posted
+// when it is.
+func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	if !wr.Op.IsSend() && wr.Op != rdma.OpWrite && wr.Op != rdma.OpRead {
+		return fmt.Errorf("verbs: post %v %d: not a send-queue op: %w", wr.Op, wr.ID, rdma.ErrInvalid)
+	}
+	if c.sqOut >= c.lim.SendQueueDepth {
+		return fmt.Errorf("verbs: post %v %d: %d outstanding: %w", wr.Op, wr.ID, c.sqOut, rdma.ErrQueueFull)
+	}
+	if wr.Op == rdma.OpRead && c.readsOut >= c.lim.ORD {
+		return fmt.Errorf("verbs: post %v %d: ORD %d reached: %w", wr.Op, wr.ID, c.lim.ORD, rdma.ErrQueueFull)
+	}
+	need, maxSGE := rdma.Access(0), c.lim.MaxSGE
+	if wr.Op == rdma.OpRead {
+		need, maxSGE = rdma.AccessLocalWrite, c.lim.MaxReadSGE
+	}
+	n, err := c.checkSGL(wr.Local, need, maxSGE)
+	if err != nil {
+		return fmt.Errorf("verbs: post %v %d: %w", wr.Op, wr.ID, err)
+	}
+	if n > c.lim.MaxMessageSize {
+		return fmt.Errorf("verbs: post %v %d: %d bytes, more than %d: %w", wr.Op, wr.ID, n, c.lim.MaxMessageSize, rdma.ErrInvalid)
+	}
+	if !c.started {
+		d := *wr
+		d.Local = append([]rdma.SGE(nil), wr.Local...)
+		c.deferred = append(c.deferred, d)
+		c.sqOut++
+		if wr.Op == rdma.OpRead {
+			c.readsOut++
+		}
+		return nil
+	}
+	if err := c.postSendLocked(wr); err != nil {
+		return err
+	}
+	c.sqOut++
+	if wr.Op == rdma.OpRead {
+		c.readsOut++
+	}
+	return nil
+}
+
+// postSendLocked posts a checked work request. The caller holds mu.
+func (c *Conn) postSendLocked(wr *rdma.WorkRequest) error {
+	if _, err := c.checkSGL(wr.Local, 0, len(wr.Local)); err != nil { // refill c.sge
+		return err
+	}
+	var opcode, flags C.int
+	switch wr.Op {
+	case rdma.OpSend, rdma.OpSendSE:
+		opcode = C.IBV_WR_SEND
+	case rdma.OpSendInvalidate, rdma.OpSendSEInvalidate:
+		opcode = C.IBV_WR_SEND_WITH_INV
+	case rdma.OpWrite:
+		opcode = C.IBV_WR_RDMA_WRITE
+	case rdma.OpRead:
+		opcode = C.IBV_WR_RDMA_READ
+	}
+	if wr.Op.Solicited() {
+		flags |= C.IBV_SEND_SOLICITED
+	}
+	c.seq++
+	rc := C.shim_post_send(c.qp, C.uint64_t(c.seq), opcode, flags, c.sge, C.int(len(wr.Local)),
+		C.uint64_t(wr.RemoteTO), C.uint32_t(wr.RemoteSTag), C.uint32_t(wr.InvalidateSTag))
+	if rc < 0 {
+		return fmt.Errorf("verbs: post %v %d: ibv_post_send: %v: %w", wr.Op, wr.ID, errnoErr(rc), rdma.ErrInvalid)
+	}
+	length := 0
+	for _, e := range wr.Local {
+		length += e.Length
+	}
+	c.sq = append(c.sq, pending{seq: c.seq, id: wr.ID, op: wr.Op, length: length})
+	return nil
+}
+
+// Poll copies up to len(cs) completions into cs.
+func (c *Conn) Poll(cs []rdma.Completion) int {
+	c.cqMu.Lock()
+	defer c.cqMu.Unlock()
+	if len(c.ready) < len(cs) {
+		c.collectLocked()
+	}
+	n := copy(cs, c.ready)
+	c.ready = c.ready[:copy(c.ready, c.ready[n:])]
+	if n > 0 {
+		c.mu.Lock()
+		for _, x := range cs[:n] {
+			if x.Op == rdma.OpRecv {
+				c.rqOut--
+			} else {
+				c.sqOut--
+				if x.Op == rdma.OpRead {
+					c.readsOut--
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
+	return n
+}
+
+// Wait blocks until a completion is available, ctx is done, or the
+// connection has ended and every completion has been returned. With
+// Options.BusyPoll it polls the completion queue for that long first.
+func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
+	var spinEnd time.Time
+	if c.p.opts.BusyPoll > 0 {
+		spinEnd = time.Now().Add(c.p.opts.BusyPoll)
+	}
+	for {
+		c.cqMu.Lock()
+		wake := c.wake
+		c.cqMu.Unlock()
+		if n := c.Poll(cs); n > 0 {
+			return n, nil
+		}
+		c.mu.Lock()
+		err, idle := c.err, c.sqOut == 0 && c.rqOut == 0
+		c.mu.Unlock()
+		if err != nil && idle {
+			return 0, err
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if !spinEnd.IsZero() && time.Now().Before(spinEnd) {
+			runtime.Gosched()
+			continue
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// Close ends the connection, waits (at most closeWait) for the flushed
+// completions of outstanding work, stops the connection's goroutines and
+// destroys its queue pair, completion queue, completion channel, memory
+// regions, protection domain and rdma_cm identifier. The completions stay
+// available to Poll and Wait.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closing = true
+	c.endLocked(rdma.ErrClosed)
+	c.mu.Unlock()
+	deadline := time.Now().Add(closeWait)
+	for time.Now().Before(deadline) {
+		c.cqMu.Lock()
+		c.collectLocked()
+		wake := c.wake
+		c.cqMu.Unlock()
+		c.mu.Lock()
+		left := len(c.sq) + len(c.rq)
+		c.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		select {
+		case <-wake:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	c.destroy()
+	return nil
+}
+
+// destroy stops the goroutines and gives back every object. Work still
+// outstanding gets a flushed completion.
+func (c *Conn) destroy() {
+	p := c.p
+	if c.ccf != nil {
+		c.ccf.SetReadDeadline(time.Now())
+	}
+	if c.ch != nil {
+		c.ch.wake()
+	}
+	c.wg.Wait()
+	c.cqMu.Lock()
+	c.mu.Lock()
+	for _, q := range [][]pending{c.sq, c.rq} {
+		for _, x := range q {
+			if !x.done {
+				x.c = rdma.Completion{ID: x.id, Op: x.op, Status: rdma.StatusFlushed}
+			}
+			c.ready = append(c.ready, x.c)
+		}
+	}
+	c.sq, c.rq = nil, nil
+	for m := range c.mrs {
+		m.releaseLocked()
+	}
+	c.closed = true
+	if c.qp != nil {
+		C.rdma_destroy_qp(c.id)
+		c.qp = nil
+		p.res.qps.Add(-1)
+	}
+	if c.cq != nil {
+		C.ibv_destroy_cq(c.cq)
+		c.cq = nil
+		p.res.cqs.Add(-1)
+	}
+	if c.ccf != nil {
+		c.ccf.Close()
+		c.ccf = nil
+		p.res.files.Add(-1)
+	}
+	if c.cc != nil {
+		C.ibv_destroy_comp_channel(c.cc)
+		c.cc = nil
+		p.res.compChannels.Add(-1)
+	}
+	if c.pd != nil {
+		C.ibv_dealloc_pd(c.pd)
+		c.pd = nil
+		p.res.pds.Add(-1)
+	}
+	if c.id != nil {
+		p.destroyID(c.id)
+		c.id = nil
+	}
+	if c.ch != nil {
+		c.ch.destroy()
+	}
+	if c.sge != nil {
+		C.free(unsafe.Pointer(c.sge))
+		c.sge = nil
+	}
+	if c.wcs != nil {
+		C.free(unsafe.Pointer(c.wcs))
+		c.wcs = nil
+	}
+	if c.done != nil && c.err == nil {
+		c.err = rdma.ErrClosed
+		close(c.done)
+	}
+	c.mu.Unlock()
+	if c.wake != nil {
+		c.signalLocked()
+	}
+	c.cqMu.Unlock()
+}

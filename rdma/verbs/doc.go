@@ -1,0 +1,96 @@
+// Package verbs is an rdma.Provider over rdma-core: libibverbs for queue
+// pairs, memory registration and completions, librdmacm for connections.
+// It runs on any device rdma-core drives: InfiniBand and RoCE adapters
+// (mlx5 and others), iWARP adapters, and the kernel's software devices
+// rdma_rxe (Soft-RoCE) and siw (soft-iWARP).
+//
+// # Building
+//
+// The provider uses cgo and is built only on Linux with the build tag
+// verbs:
+//
+//	apt-get install libibverbs-dev librdmacm-dev   # Debian, Ubuntu
+//	dnf install rdma-core-devel                    # Fedora, RHEL
+//	go build -tags verbs ./...
+//
+// In any other build (no tag, CGO_ENABLED=0, another OS) the package still
+// compiles, Available is false and New returns ErrNotBuilt saying how to
+// build it. At run time the machine needs the rdma-core libraries and the
+// provider plug-ins of its device (Debian's ibverbs-providers): without a
+// plug-in, ibv_get_device_list finds nothing (IBV_SHOW_WARNINGS=1 says
+// why).
+//
+// # Using it on real hardware
+//
+//   - Registered memory is locked: a user without CAP_IPC_LOCK needs a
+//     memlock limit above what it registers (ulimit -l, or memlock in
+//     /etc/security/limits.conf; "unlimited" is usual on RDMA hosts). A
+//     failing registration says so.
+//   - rdma_cm chooses the device from the IP address: Dial uses the device
+//     that owns the route to the peer, Listen the device that owns the
+//     address it binds. Give each RDMA device its own address. Options.Device
+//     names the device a Provider must use; a connection that lands on
+//     another one fails with an error naming both, so a wrong address is
+//     found at once rather than by slow traffic over another port.
+//   - Addresses are "host:port" in rdma_cm's TCP port space. On iWARP those
+//     are real TCP ports and collide with TCP listeners on the same host; on
+//     InfiniBand and RoCE they are rdma_cm's own.
+//   - Do not dial or listen on 127.0.0.1: rdma_cm then picks the first
+//     active device, which is ambiguous with several. A device can connect
+//     to itself through its own address.
+//
+// # What differs from the software iWARP (rdma/iwarp)
+//
+//   - Private data: a connect request carries at most 56 bytes, a reply
+//     196 and a reject 148 (the InfiniBand CM's sizes, enforced on iWARP
+//     too), and on InfiniBand and RoCE the receiver sees them zero-padded
+//     to those sizes (see rdma.PrivateDataLimits). RFC 8797's eight bytes
+//     fit.
+//   - Remote invalidation: Limits.RemoteInvalidation is false. A Send with
+//     Invalidate naming a region registered with ibv_reg_mr moves an
+//     InfiniBand or RoCE queue pair to the error state, and on Linux siw
+//     revokes the key with no way back from user space. The provider can
+//     still send Send with Invalidate to a peer that takes it.
+//   - MR.Invalidate deregisters the region (verbs has no local
+//     invalidation of an ibv_reg_mr region) and MR.Reregister registers it
+//     again: the TO stays, the rkey is the device's choice and its index
+//     may change.
+//   - Receiver not ready: the provider connects with rnr_retry_count 0, so
+//     a Send that finds no posted receive ends the connection at once with
+//     a receiver-not-ready error, as iWARP (which has no RNR flow control)
+//     does. Retrying (the InfiniBand default) would hide an upper layer's
+//     credit bug behind stalls, and RPC-over-RDMA's credits (RFC 8166
+//     section 3.3) exist so that receives are always posted in time.
+//   - Errors: the device reports a fatal error as a work completion
+//     status, not as an RDMAP Terminate. The side whose work failed ends
+//     with a TerminateError built from that status (Detail names it); the
+//     peer ends when rdma_cm reports the disconnect (rdma.ErrDisconnected)
+//     or its queue pair is flushed (rdma.ErrConnectionLost). All of them
+//     match net.ErrClosed. Receive completions do not report the Solicited
+//     Event flag.
+//   - Limits come from the device (ibv_query_device, ibv_query_port):
+//     siw takes 6 SGEs and one SGE for an RDMA Read sink
+//     (Limits.MaxReadSGE), rxe messages of at most 8 MiB.
+//   - Prepare runs on the initiator after rdma_cm reports the connection
+//     established, when the responder may already send: an upper layer
+//     whose responder speaks first must allow for that (RPC-over-RDMA's
+//     requester speaks first).
+//
+// # Events
+//
+// Each connection has a completion channel and an rdma_cm event channel.
+// Both file descriptors are made non-blocking and waited on through Go's
+// runtime poller, like sockets; a wake-up drains every event until EAGAIN
+// (the poller is edge-triggered), acknowledges them and re-arms the
+// completion queue before polling it. No OS thread is blocked per
+// connection. Options.BusyPoll makes Wait poll the completion queue for a
+// while before it sleeps, trading a CPU for latency.
+//
+// Work requests, scatter/gather lists and completions are built and read
+// in C from scalars and C memory, so no Go pointer is stored in C memory;
+// caller buffers given to Register are pinned with runtime.Pinner until
+// Release, and Alloc hands out anonymous mappings, which never move.
+// Close gives back every queue pair, completion queue, channel, region,
+// protection domain and rdma_cm identifier (Provider.Resources counts
+// them).
+package verbs

@@ -1,0 +1,238 @@
+//go:build linux && cgo && verbs
+
+package verbs
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+)
+
+// mr is a region registered with ibv_reg_mr; it implements rdma.MR. Its
+// fields are guarded by the Conn's mu.
+type mr struct {
+	c        *Conn
+	buf      []byte // what Bytes returns
+	mem      []byte // the registered memory: buf, or a page for an empty buf
+	mapped   bool   // mem is an anonymous mapping the provider owns
+	pinner   runtime.Pinner
+	pinned   bool
+	addr     uint64 // address of mem[0]: the TO
+	mr       *C.struct_ibv_mr
+	lkey     C.uint32_t
+	stag     rdma.STag
+	access   rdma.Access
+	valid    bool
+	released bool
+}
+
+var _ rdma.MR = (*mr)(nil)
+
+// verbsAccess maps the model's rights to ibv_access_flags. Verbs requires
+// local write with remote write (ibv_reg_mr(3)); local rights are checked
+// by the provider against the model's rights, not by the device.
+func verbsAccess(a rdma.Access) C.int {
+	var f C.int
+	if a.Has(rdma.AccessLocalWrite) {
+		f |= C.IBV_ACCESS_LOCAL_WRITE
+	}
+	if a.Has(rdma.AccessRemoteRead) {
+		f |= C.IBV_ACCESS_REMOTE_READ
+	}
+	if a.Has(rdma.AccessRemoteWrite) {
+		f |= C.IBV_ACCESS_REMOTE_WRITE | C.IBV_ACCESS_LOCAL_WRITE
+	}
+	return f
+}
+
+// Alloc returns size bytes of zeroed memory from an anonymous mapping,
+// which never moves, registered with access.
+func (c *Conn) Alloc(size int, access rdma.Access) (rdma.MR, error) {
+	if size < 0 || !access.Valid() {
+		return nil, fmt.Errorf("verbs: alloc %d bytes, access %v: %w", size, access, rdma.ErrInvalid)
+	}
+	mem, err := syscall.Mmap(-1, 0, max(size, 1), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("verbs: alloc %d bytes: mmap: %w", size, err)
+	}
+	m := &mr{c: c, buf: mem[:size], mem: mem, mapped: true}
+	if err := c.register(m, access, "alloc"); err != nil {
+		syscall.Munmap(mem)
+		return nil, err
+	}
+	return m, nil
+}
+
+// Register registers b in place with access; b is pinned (runtime.Pinner)
+// until Release or Close. An empty b registers a private page instead,
+// which no SGE or remote access can reach.
+func (c *Conn) Register(b []byte, access rdma.Access) (rdma.MR, error) {
+	if !access.Valid() {
+		return nil, fmt.Errorf("verbs: register %d bytes, access %v: %w", len(b), access, rdma.ErrInvalid)
+	}
+	m := &mr{c: c, buf: b, mem: b}
+	if len(b) == 0 {
+		mem, err := syscall.Mmap(-1, 0, 1, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			return nil, fmt.Errorf("verbs: register 0 bytes: mmap: %w", err)
+		}
+		m.mem, m.mapped = mem, true
+	} else {
+		m.pinner.Pin(&b[0])
+		m.pinned = true
+	}
+	if err := c.register(m, access, "register"); err != nil {
+		m.free()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (c *Conn) register(m *mr, access rdma.Access, verb string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil || c.closed {
+		err := c.err
+		if err == nil {
+			err = rdma.ErrClosed
+		}
+		return fmt.Errorf("verbs: %s %d bytes: %w", verb, len(m.buf), err)
+	}
+	m.addr = uint64(uintptr(unsafe.Pointer(&m.mem[0])))
+	if err := m.regLocked(access); err != nil {
+		return fmt.Errorf("verbs: %s %d bytes: %w", verb, len(m.buf), err)
+	}
+	c.mrs[m] = struct{}{}
+	return nil
+}
+
+// regLocked registers m.mem with access. The caller holds c.mu.
+func (m *mr) regLocked(access rdma.Access) error {
+	var out *C.struct_ibv_mr
+	if rc := C.shim_reg_mr(m.c.pd, unsafe.Pointer(&m.mem[0]), C.size_t(len(m.mem)), verbsAccess(access), &out); rc < 0 {
+		return fmt.Errorf("ibv_reg_mr: %w (is ulimit -l large enough?)", errnoErr(rc))
+	}
+	m.c.p.res.mrs.Add(1)
+	m.mr, m.lkey = out, out.lkey
+	m.stag, m.access, m.valid = rdma.STag(out.rkey), access, true
+	return nil
+}
+
+// deregLocked deregisters m. The caller holds c.mu.
+func (m *mr) deregLocked() {
+	if m.mr != nil {
+		C.ibv_dereg_mr(m.mr)
+		m.mr = nil
+		m.c.p.res.mrs.Add(-1)
+	}
+	m.valid = false
+}
+
+func (m *mr) free() {
+	if m.mapped {
+		syscall.Munmap(m.mem)
+		m.mapped = false
+	}
+	if m.pinned {
+		m.pinner.Unpin()
+		m.pinned = false
+	}
+	m.mem = nil
+}
+
+// releaseLocked deregisters and frees m. The caller holds c.mu.
+func (m *mr) releaseLocked() {
+	if m.released {
+		return
+	}
+	m.deregLocked()
+	m.released = true
+	m.free()
+	delete(m.c.mrs, m)
+}
+
+// Bytes returns the region's memory.
+func (m *mr) Bytes() []byte { return m.buf }
+
+// STag returns the current rkey.
+func (m *mr) STag() rdma.STag {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	return m.stag
+}
+
+// TO returns the region's address, which ibv_reg_mr uses as its tagged
+// offset (I/O virtual address).
+func (m *mr) TO() uint64 { return m.addr }
+
+// Access returns the current access rights.
+func (m *mr) Access() rdma.Access {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	return m.access
+}
+
+// Valid reports whether the rkey is registered.
+func (m *mr) Valid() bool {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	return m.valid
+}
+
+// Invalidate deregisters the region (ibv_dereg_mr): verbs has no local
+// invalidation of an ibv_reg_mr region, and deregistration kills the key
+// at once, as the model asks. Reregister registers it again.
+func (m *mr) Invalidate() error {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	m.deregLocked()
+	return nil
+}
+
+// Reregister registers the same memory again (deregistering it first if
+// it is registered) with access: a new rkey, the same TO. The device
+// chooses the new rkey; its index may differ from the old one's.
+func (m *mr) Reregister(access rdma.Access) (rdma.STag, error) {
+	if !access.Valid() {
+		return 0, fmt.Errorf("verbs: reregister %v: access %v: %w", m.STag(), access, rdma.ErrInvalid)
+	}
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	if m.released || m.c.closed {
+		return 0, fmt.Errorf("verbs: reregister %v: region released: %w", m.stag, rdma.ErrInvalid)
+	}
+	old := m.stag
+	m.deregLocked()
+	if err := m.regLocked(access); err != nil {
+		return 0, fmt.Errorf("verbs: reregister %v: %w", old, err)
+	}
+	return m.stag, nil
+}
+
+// Release deregisters the region, unpins a registered buffer and unmaps
+// allocated memory. It is idempotent.
+func (m *mr) Release() error {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	m.releaseLocked()
+	return nil
+}
+
+// remoteInvalidatedLocked records that the peer invalidated stag (a Send
+// with Invalidate the device carried out). The caller holds c.mu.
+func (c *Conn) remoteInvalidatedLocked(stag rdma.STag) {
+	for m := range c.mrs {
+		if m.valid && m.stag == stag {
+			m.deregLocked()
+		}
+	}
+}

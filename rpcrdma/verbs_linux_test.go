@@ -1,0 +1,306 @@
+//go:build linux && cgo && verbs
+
+package rpcrdma_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"github.com/go-rpcrdma/rpcrdma/internal/benchprog"
+	"github.com/go-rpcrdma/rpcrdma/internal/lab"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma/verbs"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
+)
+
+// TestVerbsLinuxNFS: our requester over the verbs provider against knfsd,
+// on the device RPCRDMA_VERBS_DEVICE (optional) at RPCRDMA_VERBS_NFS, or in
+// the lab guest (TestVerbsGuest runs it there) on rxe0 and on siw0. Elsewhere
+// it skips. NULL,
+// GETATTR of a file with 64 calls in flight, a 1 MiB WRITE through a read
+// chunk, a 1 MiB READ into a write chunk with the data checked, and
+// READDIRPLUS through a reply chunk. knfsd must not invalidate remotely:
+// the verbs provider's regions cannot take it.
+func TestVerbsLinuxNFS(t *testing.T) {
+	type target struct{ addr, device string }
+	var targets []target
+	switch {
+	case os.Getenv("RPCRDMA_VERBS_NFS") != "":
+		targets = []target{{os.Getenv("RPCRDMA_VERBS_NFS"), os.Getenv("RPCRDMA_VERBS_DEVICE")}}
+	case lab.InGuest():
+		targets = []target{{lab.GuestRxeIP + ":20049", "rxe0"}, {lab.GuestSiwIP + ":20049", "siw0"}}
+	default:
+		t.Skip("RPCRDMA_VERBS_NFS is not set: no knfsd over an RDMA device")
+	}
+	for _, tg := range targets {
+		t.Run(tg.device, func(t *testing.T) { verbsKnfsd(t, tg.addr, tg.device) })
+	}
+}
+
+func verbsKnfsd(t *testing.T, addr, device string) {
+	p, err := verbs.New(verbs.Options{Device: device})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := rpcrdma.Dial(ctx, p, addr, nil)
+	if err != nil {
+		t.Fatalf("connecting to knfsd at %s: %v", addr, err)
+	}
+	cli := rpc.NewClient(conn)
+	defer func() {
+		cli.Close()
+		conn.Close()
+		if r := p.Resources(); r != (verbs.Resources{}) {
+			t.Errorf("resources left after Close: %+v", r)
+		}
+	}()
+	if err := cli.Null(ctx, nfsProg, 3); err != nil {
+		t.Fatal(err)
+	}
+	in := conn.Info()
+	if in.Version != 1 || !in.PeerPrivateData || in.RemoteInvalidation || in.Credits < 1 {
+		t.Fatalf("negotiated %+v", in)
+	}
+	dev := conn.RDMA().(*verbs.Conn).Device()
+	if device != "" && dev != device {
+		t.Fatalf("connection on device %s, want %s", dev, device)
+	}
+	t.Logf("connected on %s %v: %+v", dev, conn.RDMA().LocalAddr(), in)
+	root := rootFH(t, cli)
+	fh := lookup(t, cli, root, "hello.txt")
+
+	getattr := func() error {
+		var a rpc.Body
+		a.XDR = xdr.AppendOpaque(a.XDR, fh)
+		rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: 3, Proc: nfs3GetAttr, Cred: authSys(t), Args: a})
+		if err != nil {
+			return err
+		}
+		d := rpc.NewBodyDecoder(rep.Results)
+		if st, ftype := d.Uint32(), d.Uint32(); st != 0 || ftype != 1 || d.Err() != nil {
+			return fmt.Errorf("GETATTR: status %d type %d %v", st, ftype, d.Err())
+		}
+		return nil
+	}
+	errs := make(chan error, 64)
+	for range 64 {
+		go func() { errs <- getattr() }()
+	}
+	for range 64 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i*13) + 5
+	}
+	d := nfsCall(t, cli, 3, nfs3Write, nfs3WriteArgs(fh, data), nil, 0)
+	if st := d.Uint32(); st != 0 {
+		t.Fatalf("WRITE: status %d", st)
+	}
+	if d.Bool() {
+		d.Skip(24)
+	}
+	skipPostOpAttr(d)
+	if n := d.Uint32(); n != uint32(len(data)) || d.Err() != nil {
+		t.Fatalf("WRITE: count %d (%v)", n, d.Err())
+	}
+	buf := make([]byte, len(data))
+	d = nfsCall(t, cli, 3, nfs3Read, nfs3ReadArgs(fh, uint32(len(data))), [][]byte{buf}, 0)
+	if st := d.Uint32(); st != 0 {
+		t.Fatalf("READ: status %d", st)
+	}
+	skipPostOpAttr(d)
+	count := d.Uint32()
+	d.Bool() // eof
+	n := d.DDPOpaqueInto(buf)
+	if d.Err() != nil || n != len(data) || count != uint32(n) || !bytes.Equal(buf, data) {
+		t.Fatalf("READ: %d bytes (count %d), equal %v, %v", n, count, bytes.Equal(buf[:n], data[:n]), d.Err())
+	}
+
+	var rd rpc.Body
+	rd.XDR = xdr.AppendOpaque(rd.XDR, root)
+	rd.XDR = xdr.AppendUint64(rd.XDR, 0)        // cookie
+	rd.XDR = append(rd.XDR, make([]byte, 8)...) // cookieverf
+	rd.XDR = xdr.AppendUint32(rd.XDR, 4096)     // dircount
+	rd.XDR = xdr.AppendUint32(rd.XDR, 32768)    // maxcount
+	d = nfsCall(t, cli, 3, nfs3ReadDirPlus, rd, nil, 32768+512)
+	if st := d.Uint32(); st != 0 || d.Err() != nil {
+		t.Fatalf("READDIRPLUS: status %d %v", st, d.Err())
+	}
+	s := conn.Stats()
+	if s.ReadChunks == 0 || s.ReplyChunks == 0 {
+		t.Errorf("stats %+v: want the WRITE in a read chunk and READDIRPLUS in a reply chunk", s)
+	}
+	if s.RemoteInvalid != 0 {
+		t.Errorf("knfsd invalidated %d STags remotely though our private data did not allow it", s.RemoteInvalid)
+	}
+	if s.ErrorsReceived != [4]uint64{} {
+		t.Errorf("RDMA_ERRORs received: %v", s.ErrorsReceived)
+	}
+}
+
+// TestVerbsGuestClientMount: in the lab guest, the kernel's NFS client
+// (xprtrdma) mounts from our responder over the verbs provider on rxe0
+// (RoCE v2) and on siw0. The responder serves NFSv4 NULL and answers every
+// COMPOUND with NFS4ERR_SERVERFAULT, so the mount fails; what is checked is
+// the exchange: the connection accepted, the client's RFC 8797 private data
+// recognised (zero-padded to 56 bytes on RoCE), and calls answered.
+func TestVerbsGuestClientMount(t *testing.T) {
+	if !lab.InGuest() {
+		t.Skip("runs in the lab guest (TestVerbsGuest), which has an NFS client and RDMA devices")
+	}
+	for _, tg := range []struct{ ip, device string }{{lab.GuestRxeIP, "rxe0"}, {lab.GuestSiwIP, "siw0"}} {
+		t.Run(tg.device, func(t *testing.T) {
+			p, err := verbs.New(verbs.Options{Device: tg.device})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			// Not 20049: knfsd listens there on every device.
+			l, err := rpcrdma.Listen(ctx, p, tg.ip+":20050", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			srv := rpc.NewServer(nil)
+			var compounds atomic.Int32
+			srv.Handle(nfsProg, 4, nfs4Compound, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+				compounds.Add(1)
+				d := c.Decoder()
+				tag := d.Opaque(1024)
+				d.Uint32() // minorversion
+				if n := d.Uint32(); d.Err() != nil || n == 0 {
+					return rpc.Body{}, rpc.ErrGarbageArgs
+				}
+				op := d.Uint32()
+				var res rpc.Body
+				res.XDR = xdr.AppendUint32(res.XDR, 10006) // NFS4ERR_SERVERFAULT
+				res.XDR = xdr.AppendOpaque(res.XDR, tag)
+				res.XDR = xdr.AppendUint32(res.XDR, 1)
+				res.XDR = xdr.AppendUint32(res.XDR, op)
+				res.XDR = xdr.AppendUint32(res.XDR, 10006)
+				return res, nil
+			})
+			var (
+				mu    sync.Mutex
+				conns []*rpcrdma.Conn
+				wg    sync.WaitGroup
+			)
+			go func() {
+				for {
+					c, err := l.Accept(ctx)
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					conns = append(conns, c)
+					mu.Unlock()
+					wg.Add(1)
+					go func() { defer wg.Done(); srv.Serve(c) }()
+				}
+			}()
+			os.MkdirAll("/mnt/verbs", 0o755)
+			mount := exec.CommandContext(ctx, "timeout", "30", "mount", "-t", "nfs4", "-o", "vers=4.0,proto=rdma,port=20050", tg.ip+":/", "/mnt/verbs")
+			out, err := mount.CombinedOutput()
+			t.Logf("mount: %v: %s", err, bytes.TrimSpace(out))
+			if err == nil {
+				exec.Command("umount", "-f", "/mnt/verbs").Run()
+				t.Errorf("the mount succeeded against a server that fails every COMPOUND")
+			}
+			l.Close()
+			mu.Lock()
+			got := append([]*rpcrdma.Conn(nil), conns...)
+			mu.Unlock()
+			for _, c := range got {
+				select {
+				case <-c.Done():
+				case <-time.After(2 * time.Second):
+				}
+			}
+			srv.Close()
+			wg.Wait()
+			if len(got) == 0 {
+				t.Fatal("the kernel's client never connected")
+			}
+			for i, c := range got {
+				rc := c.RDMA().(*verbs.Conn)
+				t.Logf("connection %d on %s: peer private data %d bytes %x, %+v, calls %d, replies %d",
+					i, rc.Device(), len(rc.PeerPrivateData()), rc.PeerPrivateData(), c.Info(), c.Stats().CallsReceived, c.Stats().RepliesSent)
+				if rc.Device() != tg.device {
+					t.Errorf("connection %d on %s, want %s", i, rc.Device(), tg.device)
+				}
+				if in := c.Info(); !in.PeerPrivateData || in.SendInline != 4096 {
+					t.Errorf("connection %d: the client's RFC 8797 private data was not recognised: %+v", i, in)
+				}
+			}
+			if compounds.Load() == 0 {
+				t.Errorf("no COMPOUND reached the responder")
+			}
+			if r := p.Resources(); r != (verbs.Resources{}) {
+				t.Errorf("resources left: %+v", r)
+			}
+		})
+	}
+}
+
+var flagPeer = flag.Bool("verbs.peer", false, "TestVerbsToHostIWARP: a responder over the software iWARP listens on the host (TestVerbsGuestToIWARP starts it)")
+
+// TestVerbsToHostIWARP: in the lab guest, our requester over the verbs
+// provider on siw0 calls our responder over the pure-Go iWARP on the host,
+// through qemu's forward from GuestPeerIP: NULL, a 1 MiB WRITE (read
+// chunk), a 1 MiB READ (write chunk) with the data checked, and a 64 KiB
+// long call and reply. TestVerbsGuestToIWARP runs it with -verbs.peer.
+func TestVerbsToHostIWARP(t *testing.T) {
+	if !*flagPeer {
+		t.Skip("needs -verbs.peer and a responder on the host (TestVerbsGuestToIWARP)")
+	}
+	p, err := verbs.New(verbs.Options{Device: "siw0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	conn, err := rpcrdma.Dial(ctx, p, lab.GuestPeerIP+":20049", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := rpc.NewClient(conn)
+	defer func() {
+		cli.Close()
+		conn.Close()
+	}()
+	bc := benchprog.Client{C: cli}
+	if err := bc.Null(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Write(ctx, benchprog.Pattern(1<<20)); err != nil {
+		t.Fatalf("WRITE 1 MiB: %v", err)
+	}
+	buf := make([]byte, 1<<20)
+	if err := bc.Read(ctx, buf); err != nil || !bytes.Equal(buf, benchprog.Pattern(len(buf))) {
+		t.Fatalf("READ 1 MiB: %v, data equal %v", err, bytes.Equal(buf, benchprog.Pattern(len(buf))))
+	}
+	if err := bc.Echo(ctx, benchprog.Pattern(64<<10)); err != nil {
+		t.Fatalf("ECHO 64 KiB: %v", err)
+	}
+	s := conn.Stats()
+	t.Logf("over %s to %v: %+v; stats %+v", conn.RDMA().(*verbs.Conn).Device(), conn.RDMA().RemoteAddr(), conn.Info(), s)
+	if s.ReadChunks == 0 || s.LongCalls == 0 {
+		t.Errorf("stats %+v: want a read chunk and a long call", s)
+	}
+}
