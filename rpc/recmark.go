@@ -312,6 +312,11 @@ type StreamTransport struct {
 	// that waiting for it can be cancelled; it guards wr.
 	sendLock chan struct{}
 	wr       *RecordWriter
+	// interruptWrite sets a write deadline in the past, interrupting a
+	// Send whose ctx ended, and then signals writeInterrupted; made once,
+	// like interrupt below.
+	interruptWrite   func()
+	writeInterrupted chan struct{}
 
 	// Owned by the goroutine calling Recv.
 	rd      *RecordReader
@@ -341,6 +346,12 @@ func NewStreamTransport(c net.Conn, o *StreamOptions) *StreamTransport {
 		rd:          NewRecordReader(bufio.NewReaderSize(c, 32<<10), opts.MaxRecord, opts.MaxFragments),
 		closed:      make(chan struct{}),
 		interrupted: make(chan struct{}, 1),
+
+		writeInterrupted: make(chan struct{}, 1),
+	}
+	t.interruptWrite = func() {
+		t.conn.SetWriteDeadline(time.Unix(1, 0)) // in the past: interrupts the write
+		t.writeInterrupted <- struct{}{}
 	}
 	t.interrupt = func() {
 		t.conn.SetReadDeadline(time.Unix(1, 0)) // in the past: interrupts the read
@@ -386,17 +397,12 @@ func (t *StreamTransport) Send(ctx context.Context, m *Msg) error {
 	}
 
 	var stop func() bool
-	var fired chan struct{}
 	if ctx.Done() != nil {
-		fired = make(chan struct{})
-		stop = context.AfterFunc(ctx, func() {
-			t.conn.SetWriteDeadline(time.Unix(1, 0)) // in the past: interrupts the write
-			close(fired)
-		})
+		stop = context.AfterFunc(ctx, t.interruptWrite)
 	}
 	n, err := t.wr.WriteRecord(&m.Body)
 	if stop != nil && !stop() {
-		<-fired
+		<-t.writeInterrupted
 		if err == nil || n == 0 {
 			t.conn.SetWriteDeadline(time.Time{})
 		}
