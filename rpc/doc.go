@@ -82,11 +82,13 @@
 //     ClientStats.ShortPath counts these calls.
 //   - Server: a call to a procedure registered with HandleShort (its
 //     handler returns promptly), arriving when no other call runs on its
-//     connection, runs on the goroutine that received it, which sends the
-//     reply and then receives again. Calls to other procedures, calls
-//     that find one running, and every call on a Server with a custom
-//     authenticator or a reply cache (either may wait) go to a worker.
-//     ServerStats.Inline counts them.
+//     connection and with no next call read behind it, runs on the
+//     goroutine that received it, which sends the reply and then
+//     receives again. Calls to other procedures, calls that find one
+//     running or others queued behind them (workers then run them side
+//     by side), and every call on a Server with a custom authenticator
+//     or a reply cache (either may wait) go to a worker.
+//     ServerStats.Inline counts the calls run inline.
 //
 // With many calls in flight both sides fall back to the general path, so
 // concurrency is what it was. The RPC-over-RDMA transport (package

@@ -320,6 +320,7 @@ type StreamTransport struct {
 
 	// Owned by the goroutine calling Recv.
 	rd      *RecordReader
+	br      *bufio.Reader // rd's
 	recvErr error
 	// interrupt sets a read deadline in the past, interrupting a
 	// RecvContext whose ctx ended, and then signals interrupted. Made
@@ -343,7 +344,7 @@ func NewStreamTransport(c net.Conn, o *StreamOptions) *StreamTransport {
 		conn:        c,
 		sendLock:    make(chan struct{}, 1),
 		wr:          NewRecordWriter(c, opts.MaxFragment),
-		rd:          NewRecordReader(bufio.NewReaderSize(c, 32<<10), opts.MaxRecord, opts.MaxFragments),
+		br:          bufio.NewReaderSize(c, 32<<10),
 		closed:      make(chan struct{}),
 		interrupted: make(chan struct{}, 1),
 
@@ -353,6 +354,7 @@ func NewStreamTransport(c net.Conn, o *StreamOptions) *StreamTransport {
 		t.conn.SetWriteDeadline(time.Unix(1, 0)) // in the past: interrupts the write
 		t.writeInterrupted <- struct{}{}
 	}
+	t.rd = NewRecordReader(t.br, opts.MaxRecord, opts.MaxFragments)
 	t.interrupt = func() {
 		t.conn.SetReadDeadline(time.Unix(1, 0)) // in the past: interrupts the read
 		t.interrupted <- struct{}{}
@@ -464,6 +466,10 @@ func (t *StreamTransport) RecvContext(ctx context.Context) (*Msg, error) {
 	}
 	return &Msg{Body: Body{XDR: buf}}, nil
 }
+
+// more reports whether bytes of a next message have already been read
+// from the connection. Only the goroutine receiving may call it.
+func (t *StreamTransport) more() bool { return t.br.Buffered() > 0 }
 
 func (t *StreamTransport) isClosed() bool {
 	select {

@@ -547,10 +547,15 @@ func (s *Server) servePushed(sc *serverConn, p Pusher, wg *sync.WaitGroup) error
 
 // inline is the server's short path: it runs m, which holds a
 // MaxInFlight slot, on the caller's goroutine (the one that received it)
-// and gives the slot back, if m's handler is short (HandleShort) and no
-// other call is in flight on sc. It reports whether it ran m; if not, m
-// is for dispatch.
+// and gives the slot back, if m's handler is short (HandleShort), no
+// other call is in flight on sc, and no next call has arrived behind it
+// (a StreamTransport that has read part of the next message already:
+// with calls queueing up, workers run them side by side). It reports
+// whether it ran m; if not, m is for dispatch.
 func (s *Server) inline(sc *serverConn, m *Msg) bool {
+	if st, ok := sc.t.(*StreamTransport); ok && st.more() {
+		return false
+	}
 	if !s.isShort(m.XDR) {
 		return false
 	}

@@ -67,10 +67,11 @@ func TestShortPathSwitching(t *testing.T) {
 	if cs.ShortPath < 600 || cs.ShortPath >= total {
 		t.Errorf("%d of %d calls took the short path, want at least the 600 made one at a time and not all", cs.ShortPath, total)
 	}
-	// The server's receiving goroutine runs short calls one after
-	// another whenever no other call runs: all of them, here.
-	if ss.Inline != total {
-		t.Errorf("the server ran %d of %d short calls inline, want all", ss.Inline, total)
+	// The server runs a short call inline when nothing else runs and no
+	// next call has arrived behind it: every call made one at a time,
+	// and not all of those made eight at a time.
+	if ss.Inline < 600 || ss.Inline >= total {
+		t.Errorf("the server ran %d of %d short calls inline, want at least the 600 made one at a time and not all", ss.Inline, total)
 	}
 }
 
