@@ -380,3 +380,79 @@ func TestShortPathReconnect(t *testing.T) {
 		t.Errorf("stats %+v: want 2 reconnects, a retransmit and short-path calls", st)
 	}
 }
+
+// TestShortPathReplyTimeout: a DialClient over TCP whose server takes a
+// call and never answers closes the connection under the caller that is
+// receiving (ReconnectConfig.ReplyTimeout), and the call goes again on
+// the next connection, where it is answered.
+func TestShortPathReplyTimeout(t *testing.T) {
+	checkLeaks(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := newTestServer(nil)
+	var wg sync.WaitGroup
+	defer func() {
+		l.Close()
+		srv.Close()
+		wg.Wait()
+	}()
+	wg.Go(func() {
+		for n := 0; ; n++ {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if n == 0 {
+				// The first connection swallows what it gets.
+				wg.Go(func() { io.Copy(io.Discard, c); c.Close() })
+				continue
+			}
+			wg.Go(func() { srv.Serve(NewStreamTransport(c, nil)) })
+		}
+	})
+	cli, err := DialClient(ctxTimeout(t, 5*time.Second), ReconnectConfig{
+		MinBackoff:   time.Millisecond,
+		ReplyTimeout: 40 * time.Millisecond,
+		Dial: func(ctx context.Context) (Transport, error) {
+			return DialTCP(ctx, l.Addr().String(), nil)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	h := &harness{srv: srv, cli: cli}
+	if err := h.incr(ctxTimeout(t, 10*time.Second), 41); err != nil {
+		t.Fatalf("call whose first connection never answered: %v", err)
+	}
+	if st := cli.Stats(); st.Timeouts < 1 || st.Retransmits < 1 {
+		t.Errorf("stats %+v: want a timeout and a retransmit", st)
+	}
+}
+
+// directPushTransport is a Pusher that is also a DirectReceiver: the
+// Client must push, never receive on a caller's goroutine.
+type directPushTransport struct{ *pushTransport }
+
+func (p directPushTransport) RecvContext(context.Context) (*Msg, error) {
+	p.t.Error("RecvContext called on a Pusher")
+	return nil, &ConnError{Err: net.ErrClosed}
+}
+
+func TestShortPathNotOnPusher(t *testing.T) {
+	checkLeaks(t)
+	a, b := memPair()
+	pa := directPushTransport{&pushTransport{memTransport: a, t: t, ended: make(chan struct{})}}
+	h := newHarness(t, nil, pa, b)
+	ctx := ctxTimeout(t, 10*time.Second)
+	for range 20 {
+		if err := h.cli.Null(ctx, testProg, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := h.cli.Stats(); st.ShortPath != 0 || pa.pushed.Load() != 1 {
+		t.Errorf("ShortPath %d, Push called %d times: want 0 and 1", st.ShortPath, pa.pushed.Load())
+	}
+}
