@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/leaktest"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
@@ -31,7 +32,7 @@ func (h *harness) incr(ctx context.Context, v uint32) error {
 // both ways while calls are in flight: every call gets its own answer,
 // both paths are taken, and nothing is left running.
 func TestShortPathSwitching(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	h := newTCPHarness(t, nil)
 	h.srv.HandleShort(testProg, 1, procIncr, func(ctx context.Context, c *Call) (Body, error) {
 		d := c.Decoder()
@@ -175,7 +176,7 @@ func replyRecord(xid, v uint32) []byte {
 // receives, with part of a record read, gives up its call; the record's
 // rest, read by whoever receives next, completes it intact.
 func TestShortPathCancelMidRecord(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	addr, conns := rawServer(t)
 	tr, err := DialTCP(ctxTimeout(t, 5*time.Second), addr, nil)
 	if err != nil {
@@ -278,7 +279,7 @@ func TestRecvContextResumes(t *testing.T) {
 // that call and the Client with a *ConnError; Close returns with nothing
 // left running.
 func TestShortPathConnError(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	addr, conns := rawServer(t)
 	tr, err := DialTCP(ctxTimeout(t, 5*time.Second), addr, nil)
 	if err != nil {
@@ -307,7 +308,7 @@ func TestShortPathConnError(t *testing.T) {
 // server drops, while idle and while a caller receives, sends the calls
 // again on its next connection.
 func TestShortPathReconnect(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +387,7 @@ func TestShortPathReconnect(t *testing.T) {
 // receiving (ReconnectConfig.ReplyTimeout), and the call goes again on
 // the next connection, where it is answered.
 func TestShortPathReplyTimeout(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -442,7 +443,7 @@ func (p directPushTransport) RecvContext(context.Context) (*Msg, error) {
 }
 
 func TestShortPathNotOnPusher(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	a, b := memPair()
 	pa := directPushTransport{&pushTransport{memTransport: a, t: t, ended: make(chan struct{})}}
 	h := newHarness(t, nil, pa, b)
