@@ -78,12 +78,17 @@ type ClientStats struct {
 	Retransmits uint64 // calls sent again on a new connection
 	Timeouts    uint64 // connections ended by ReconnectConfig.ReplyTimeout
 	IdleCloses  uint64 // connections closed by ReconnectConfig.IdleTimeout
+
+	// ShortPath counts the calls whose reply the caller received itself
+	// (a DirectReceiver transport, one call in flight; see the package
+	// documentation).
+	ShortPath uint64
 }
 
 type clientCounters struct {
 	unknownXID, notReply, short, badReply, abandoned atomic.Uint64
 	reconnects, dialErrors, retransmits, timeouts,
-	idleCloses atomic.Uint64
+	idleCloses, shortPath atomic.Uint64
 }
 
 // Client makes calls over a Transport. It is safe for concurrent use; any
@@ -113,8 +118,18 @@ type link struct {
 	// failure completes the pending calls instead, so that a call's wait
 	// selects on two channels, not three.
 	lost     chan struct{}
-	recvDone chan struct{} // closed once t's last message was delivered
+	recvDone chan struct{} // closed once t's last message was delivered and its reader has exited
 	received atomic.Uint64 // messages delivered (DialClient only)
+
+	// direct is t as a DirectReceiver, or nil. On a direct link the
+	// receive turn (the right to call Recv) passes between the link's
+	// reader goroutine and callers (the short path, see doc.go); the
+	// Client's mu guards the turn's state.
+	direct  DirectReceiver
+	reading bool          // a goroutine has the turn
+	closing bool          // the link was closed: its reader is to take the turn and receive the error
+	ended   bool          // the link's last message was delivered; nobody receives any more
+	nudge   chan struct{} // cap 1: tells the reader to look at the above again
 }
 
 func newLink(t Transport, reconnecting bool) *link {
@@ -123,6 +138,12 @@ func newLink(t Transport, reconnecting bool) *link {
 		l.lost = make(chan struct{})
 	}
 	l.canceler, _ = t.(CallCanceler)
+	if d, ok := t.(DirectReceiver); ok {
+		if _, push := t.(Pusher); !push {
+			l.direct = d
+			l.nudge = make(chan struct{}, 1)
+		}
+	}
 	return l
 }
 
@@ -178,9 +199,16 @@ func (c *Client) start(l *link) bool {
 	c.cur = l
 	close(c.ready)
 	c.mu.Unlock()
-	if p, ok := l.t.(Pusher); ok {
-		p.Push(func(m *Msg, err error) { c.deliver(l, m, err) })
-	} else {
+	switch p, ok := l.t.(Pusher); {
+	case ok:
+		p.Push(func(m *Msg, err error) {
+			if !c.deliver(l, m, err) {
+				close(l.recvDone)
+			}
+		})
+	case l.direct != nil:
+		go c.directReadLoop(l)
+	default:
 		go c.readLoop(l)
 	}
 	return true
@@ -265,10 +293,14 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 			c.stats.retransmits.Add(1)
 		}
 		if err := l.t.Send(ctx, m); err != nil {
-			if ctx.Err() == nil && c.re != nil && errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, net.ErrClosed) {
 				// The link failed under the Send: make sure its
-				// receiving side hears, and wait for the next one.
-				l.t.Close()
+				// receiving side hears (on a direct link, nobody may
+				// be receiving).
+				c.closeLink(l)
+			}
+			if ctx.Err() == nil && c.re != nil && errors.Is(err, net.ErrClosed) {
+				// Wait for the next link.
 				if !c.waitLost(ctx, l) {
 					return c.giveUp(ctx, xid, pc, id, ctx.Err())
 				}
@@ -289,6 +321,11 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 			return Reply{}, err
 		}
 
+		if l.direct != nil {
+			if rep, err, ok := c.receiveOwn(ctx, l, xid, pc, id); ok {
+				return rep, err
+			}
+		}
 		select {
 		case r := <-pc.done:
 			return c.finish(id, r)
@@ -433,8 +470,132 @@ func release(m *Msg) {
 	}
 }
 
+// receiveOwn is the short path: if no goroutine is receiving on the
+// direct link l, the caller of the call xid (pc) takes the receive turn
+// and receives until its own reply arrives, delivering whatever else it
+// receives (replies to other calls, errors), and then gives the turn
+// back. It reports false, having done nothing for the call, if another
+// goroutine has the turn or the call has completed, and also if l ends
+// while the caller receives: the call's outcome, or l.lost, is then for
+// the caller's usual wait. When ctx ends while the caller receives, the
+// call is abandoned as Call's wait would abandon it; the transport keeps
+// what it had read of a message, for whoever receives next.
+func (c *Client) receiveOwn(ctx context.Context, l *link, xid uint32, pc *pendingCall, id CallID) (Reply, error, bool) {
+	c.mu.Lock()
+	take := !l.reading && !l.ended && c.pending[xid] == pc
+	if take {
+		l.reading = true
+	}
+	c.mu.Unlock()
+	if !take {
+		return Reply{}, nil, false
+	}
+	for {
+		m, err := l.direct.RecvContext(ctx)
+		if err != nil && err == ctx.Err() {
+			rep, err := c.giveUp(ctx, xid, pc, id, err)
+			c.passTurn(l)
+			return rep, err, true
+		}
+		if !c.deliver(l, m, err) {
+			c.endLink(l)
+			return Reply{}, nil, false
+		}
+		select {
+		case r := <-pc.done:
+			c.passTurn(l)
+			c.stats.shortPath.Add(1)
+			rep, err := c.finish(id, r)
+			return rep, err, true
+		default:
+		}
+	}
+}
+
+// passTurn gives back the receive turn of the direct link l, and wakes
+// l's reader if a call is waiting for a reply (or l is closing): with
+// more than one call in flight, the reader receives for them.
+func (c *Client) passTurn(l *link) {
+	c.mu.Lock()
+	l.reading = false
+	wake := len(c.pending) > 0 || l.closing
+	c.mu.Unlock()
+	if wake {
+		l.wake()
+	}
+}
+
+// endLink records that the direct link l's last message was delivered,
+// and wakes its reader to exit.
+func (c *Client) endLink(l *link) {
+	c.mu.Lock()
+	l.ended, l.reading = true, false
+	c.mu.Unlock()
+	l.wake()
+}
+
+func (l *link) wake() {
+	select {
+	case l.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// closeLink closes l's transport and, on a direct link, makes sure
+// someone receives the error that ends it. It returns the transport's
+// Close error.
+func (c *Client) closeLink(l *link) error {
+	err := l.t.Close()
+	if l.direct != nil {
+		c.mu.Lock()
+		l.closing = true
+		c.mu.Unlock()
+		l.wake()
+	}
+	return err
+}
+
+// directReadLoop is the reader of a direct link: it takes the receive
+// turn when a call is waiting for a reply and no caller has the turn, or
+// when the link is closing, and keeps it until no call is waiting. It
+// exits once the link's last message has been delivered.
+func (c *Client) directReadLoop(l *link) {
+	defer close(l.recvDone)
+	for {
+		c.mu.Lock()
+		switch {
+		case l.ended:
+			c.mu.Unlock()
+			return
+		case l.reading || len(c.pending) == 0 && !l.closing:
+			c.mu.Unlock()
+			<-l.nudge
+			continue
+		}
+		l.reading = true
+		c.mu.Unlock()
+		for {
+			m, err := l.t.Recv()
+			if !c.deliver(l, m, err) {
+				c.endLink(l)
+				return
+			}
+			c.mu.Lock()
+			keep := len(c.pending) > 0 || l.closing
+			if !keep {
+				l.reading = false
+			}
+			c.mu.Unlock()
+			if !keep {
+				break
+			}
+		}
+	}
+}
+
 // readLoop receives every message of l's transport until it fails.
 func (c *Client) readLoop(l *link) {
+	defer close(l.recvDone)
 	for {
 		m, err := l.t.Recv()
 		if !c.deliver(l, m, err) {
@@ -463,7 +624,6 @@ func (c *Client) deliver(l *link, m *Msg, err error) bool {
 	}
 	if err != nil {
 		c.lose(l, connError(err))
-		close(l.recvDone)
 		return false
 	}
 	if c.re != nil {
@@ -561,7 +721,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	var err error
 	if l != nil {
-		err = l.t.Close()
+		err = c.closeLink(l)
 		<-l.recvDone
 	}
 	if c.re != nil {
@@ -583,5 +743,6 @@ func (c *Client) Stats() ClientStats {
 		Retransmits: c.stats.retransmits.Load(),
 		Timeouts:    c.stats.timeouts.Load(),
 		IdleCloses:  c.stats.idleCloses.Load(),
+		ShortPath:   c.stats.shortPath.Load(),
 	}
 }

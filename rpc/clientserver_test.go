@@ -301,7 +301,9 @@ func TestConcurrentOutOfOrder(t *testing.T) {
 	if inOrder {
 		t.Error("replies arrived in call order; want them out of order")
 	}
-	if s := h.cli.Stats(); s != (ClientStats{}) {
+	s := h.cli.Stats()
+	s.ShortPath = 0 // the first caller, on its own, may receive for all
+	if s != (ClientStats{}) {
 		t.Errorf("client stats %+v", s)
 	}
 }
@@ -346,6 +348,7 @@ func TestStatusAnswers(t *testing.T) {
 	// The connection survived them all.
 	h.echo(t, []byte("still here"), true)
 	s := h.srv.Stats()
+	s.Inline = 0 // the answers without a handler ran inline
 	want := ServerStats{Calls: 9, ProgUnavail: 1, ProgMismatch: 2, ProcUnavail: 1, GarbageArgs: 3,
 		SystemErr: 3, Panics: 1, AuthError: 4}
 	if s != want {
@@ -471,7 +474,9 @@ func TestClientDrops(t *testing.T) {
 		t.Errorf("RPC_MISMATCH: %v", r.err)
 	}
 	want := ClientStats{UnknownXID: 1, NotReply: 1, Short: 1, BadReply: 1}
-	if s := cli.Stats(); s != want {
+	s := cli.Stats()
+	s.ShortPath = 0 // callers receive replies on their own goroutine
+	if s != want {
 		t.Errorf("stats %+v, want %+v", s, want)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -72,6 +73,14 @@ type RecordReader struct {
 	maxRecord int
 	maxFrags  int
 	hdr       [4]byte
+
+	// The record next is reading, kept across an interrupted read.
+	cur    []byte // its data so far
+	hdrN   int    // bytes of the current fragment header read
+	left   int    // bytes of the current fragment's data still to read
+	frags  int    // fragment headers read
+	last   bool   // the current fragment is the record's last
+	inFrag bool   // the current fragment's header has been read
 }
 
 // NewRecordReader returns a RecordReader reading from r that accepts records
@@ -129,6 +138,67 @@ func (rr *RecordReader) ReadRecord(dst []byte) ([]byte, error) {
 		}
 		if h&lastFragment != 0 {
 			return dst, nil
+		}
+	}
+}
+
+// next reads the next record into fresh memory, which it returns. Unlike
+// ReadRecord, it can be interrupted and resumed: when a read of the
+// underlying reader fails, next returns the error and keeps what it has
+// read of the record, and the next call carries on from there. That is
+// for a read interrupted by a deadline (StreamTransport.RecvContext); the
+// caller decides whether an error ends the stream. It returns io.EOF if
+// the stream ends before a record, io.ErrUnexpectedEOF inside one, and
+// the errors of ReadRecord for records over the limits.
+func (rr *RecordReader) next() ([]byte, error) {
+	for {
+		if !rr.inFrag {
+			if rr.frags >= rr.maxFrags {
+				return nil, &recordError{ErrTooManyFragments, uint64(rr.frags) + 1, rr.maxFrags}
+			}
+			for rr.hdrN < len(rr.hdr) {
+				n, err := rr.r.Read(rr.hdr[rr.hdrN:])
+				rr.hdrN += n
+				if err != nil && rr.hdrN < len(rr.hdr) {
+					if err == io.EOF && (rr.frags > 0 || rr.hdrN > 0) {
+						err = io.ErrUnexpectedEOF
+					}
+					return nil, err
+				}
+			}
+			h := binary.BigEndian.Uint32(rr.hdr[:])
+			n := int(h &^ lastFragment)
+			if have := len(rr.cur); n > rr.maxRecord-have {
+				return nil, &recordError{ErrRecordTooLarge, uint64(have) + uint64(n), rr.maxRecord}
+			}
+			rr.hdrN = 0
+			rr.frags++
+			rr.left, rr.last, rr.inFrag = n, h&lastFragment != 0, true
+		}
+		for rr.left > 0 {
+			if len(rr.cur) == cap(rr.cur) {
+				// Allocate no more than readChunk ahead of the data.
+				rr.cur = slices.Grow(rr.cur, min(rr.left, readChunk))
+			}
+			m := len(rr.cur)
+			n, err := rr.r.Read(rr.cur[m:min(cap(rr.cur), m+rr.left)])
+			rr.cur = rr.cur[:m+n]
+			rr.left -= n
+			if err != nil && rr.left > 0 {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return nil, err
+			}
+		}
+		rr.inFrag = false
+		if rr.last {
+			rec := rr.cur
+			if rec == nil {
+				rec = []byte{}
+			}
+			rr.cur, rr.frags = nil, 0
+			return rec, nil
 		}
 	}
 }
@@ -242,10 +312,22 @@ type StreamTransport struct {
 	// that waiting for it can be cancelled; it guards wr.
 	sendLock chan struct{}
 	wr       *RecordWriter
+	// interruptWrite sets a write deadline in the past, interrupting a
+	// Send whose ctx ended, and then signals writeInterrupted; made once,
+	// like interrupt below.
+	interruptWrite   func()
+	writeInterrupted chan struct{}
 
 	// Owned by the goroutine calling Recv.
 	rd      *RecordReader
+	br      *bufio.Reader // rd's
 	recvErr error
+	// interrupt sets a read deadline in the past, interrupting a
+	// RecvContext whose ctx ended, and then signals interrupted. Made
+	// once, so that RecvContext allocates only what context.AfterFunc
+	// does.
+	interrupt   func()
+	interrupted chan struct{}
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -258,13 +340,26 @@ func NewStreamTransport(c net.Conn, o *StreamOptions) *StreamTransport {
 	if o != nil {
 		opts = *o
 	}
-	return &StreamTransport{
-		conn:     c,
-		sendLock: make(chan struct{}, 1),
-		wr:       NewRecordWriter(c, opts.MaxFragment),
-		rd:       NewRecordReader(bufio.NewReaderSize(c, 32<<10), opts.MaxRecord, opts.MaxFragments),
-		closed:   make(chan struct{}),
+	t := &StreamTransport{
+		conn:        c,
+		sendLock:    make(chan struct{}, 1),
+		wr:          NewRecordWriter(c, opts.MaxFragment),
+		br:          bufio.NewReaderSize(c, 32<<10),
+		closed:      make(chan struct{}),
+		interrupted: make(chan struct{}, 1),
+
+		writeInterrupted: make(chan struct{}, 1),
 	}
+	t.interruptWrite = func() {
+		t.conn.SetWriteDeadline(time.Unix(1, 0)) // in the past: interrupts the write
+		t.writeInterrupted <- struct{}{}
+	}
+	t.rd = NewRecordReader(t.br, opts.MaxRecord, opts.MaxFragments)
+	t.interrupt = func() {
+		t.conn.SetReadDeadline(time.Unix(1, 0)) // in the past: interrupts the read
+		t.interrupted <- struct{}{}
+	}
+	return t
 }
 
 // DialTCP connects to addr ("host:port") over TCP and returns a
@@ -304,17 +399,12 @@ func (t *StreamTransport) Send(ctx context.Context, m *Msg) error {
 	}
 
 	var stop func() bool
-	var fired chan struct{}
 	if ctx.Done() != nil {
-		fired = make(chan struct{})
-		stop = context.AfterFunc(ctx, func() {
-			t.conn.SetWriteDeadline(time.Unix(1, 0)) // in the past: interrupts the write
-			close(fired)
-		})
+		stop = context.AfterFunc(ctx, t.interruptWrite)
 	}
 	n, err := t.wr.WriteRecord(&m.Body)
 	if stop != nil && !stop() {
-		<-fired
+		<-t.writeInterrupted
 		if err == nil || n == 0 {
 			t.conn.SetWriteDeadline(time.Time{})
 		}
@@ -331,28 +421,63 @@ func (t *StreamTransport) Send(ctx context.Context, m *Msg) error {
 
 // Recv reads the next record and returns it as a Msg with everything inline;
 // the Msg and its memory belong to the caller. Only one goroutine may call
-// Recv at a time.
+// Recv or RecvContext at a time.
 //
 // Every error is a *ConnError and is returned again by later calls: the peer
 // closed (io.EOF), the transport was closed (net.ErrClosed), the record was
 // too large or too fragmented (ErrRecordTooLarge, ErrTooManyFragments), or
 // the connection failed. Recv closes the transport on error.
 func (t *StreamTransport) Recv() (*Msg, error) {
+	return t.RecvContext(context.Background())
+}
+
+// RecvContext is Recv, except that when ctx ends before a whole record has
+// arrived it returns ctx.Err() and leaves the transport usable: what it
+// read of the record is kept, and the next Recv or RecvContext carries on
+// from there (DirectReceiver). It interrupts a blocked read by setting the
+// connection's read deadline, and clears the deadline before it returns.
+func (t *StreamTransport) RecvContext(ctx context.Context) (*Msg, error) {
 	if t.recvErr != nil {
 		return nil, t.recvErr
 	}
-	buf, err := t.rd.ReadRecord(nil)
+	var stop func() bool
+	if ctx.Done() != nil {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		stop = context.AfterFunc(ctx, t.interrupt)
+	}
+	buf, err := t.rd.next()
+	if stop != nil && !stop() {
+		<-t.interrupted
+		t.conn.SetReadDeadline(time.Time{})
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !t.isClosed() {
+			return nil, ctx.Err()
+		}
+	}
 	if err != nil {
-		select {
-		case <-t.closed:
+		if t.isClosed() {
 			err = net.ErrClosed
-		default:
+		} else {
 			t.Close()
 		}
 		t.recvErr = &ConnError{Err: err}
 		return nil, t.recvErr
 	}
 	return &Msg{Body: Body{XDR: buf}}, nil
+}
+
+// more reports whether bytes of a next message have already been read
+// from the connection. Only the goroutine receiving may call it.
+func (t *StreamTransport) more() bool { return t.br.Buffered() > 0 }
+
+func (t *StreamTransport) isClosed() bool {
+	select {
+	case <-t.closed:
+		return true
+	default:
+		return false
+	}
 }
 
 // Close closes the connection, making a blocked Recv and Send return, and

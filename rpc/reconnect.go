@@ -150,7 +150,7 @@ func (re *reconnector) run(l *link) {
 		if !ok {
 			return
 		}
-		l.t.Close()
+		c.closeLink(l)
 		<-l.recvDone
 		if l.received.Load() > 0 {
 			re.backoff.reset()
@@ -208,13 +208,13 @@ func (re *reconnector) watch(l *link) (idle, ok bool) {
 			}
 			if reply > 0 && silent.observe(now, l.received.Load(), c.waitingOn(l)) >= reply {
 				c.stats.timeouts.Add(1)
-				l.t.Close() // its transport then fails, and lose follows
+				c.closeLink(l) // its transport then fails, and lose follows
 				silent = silence{}
 			}
 			if idleAfter > 0 && c.idleFor(now, &started, &busyAt) >= idleAfter {
 				c.stats.idleCloses.Add(1)
 				idle = true
-				l.t.Close()
+				c.closeLink(l)
 			}
 		}
 	}

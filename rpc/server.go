@@ -30,6 +30,7 @@ package rpc
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -194,12 +195,13 @@ type ServerStats struct {
 	SendErrors   uint64 // replies the transport failed to send
 	CacheReplays uint64 // calls answered from the reply cache, without running
 	CacheWaits   uint64 // of those, calls that waited for their first copy to finish
+	Inline       uint64 // calls run on the goroutine that received them (HandleShort; the short path)
 }
 
 type serverCounters struct {
 	calls, dropped, rpcMismatch, authError, progUnavail, progMismatch,
 	procUnavail, garbageArgs, systemErr, panics, sendErrors,
-	cacheReplays, cacheWaits atomic.Uint64
+	cacheReplays, cacheWaits, inline atomic.Uint64
 }
 
 // progVers keys the handler table.
@@ -218,6 +220,11 @@ type Server struct {
 	hmu      sync.RWMutex
 	handlers map[progVers]map[uint32]Handler
 	ranges   map[uint32][2]uint32 // prog -> lowest and highest registered version
+	short    map[procKey]bool     // procedures registered with HandleShort
+	// inlineOK is set when nothing but a handler can make a call wait:
+	// DefaultAuth and no reply cache (whose replays may wait for a first
+	// copy). Only then are short handlers run inline.
+	inlineOK bool
 
 	mu        sync.Mutex
 	closing   bool
@@ -250,7 +257,9 @@ func NewServer(o *ServerOptions) *Server {
 	}
 	if s.auth == nil {
 		s.auth = DefaultAuth
+		s.inlineOK = opts.ReplyCache <= 0
 	}
+	s.short = make(map[procKey]bool)
 	if s.maxInFlight <= 0 {
 		s.maxInFlight = DefaultMaxInFlight
 	}
@@ -282,11 +291,54 @@ func (s *Server) Handle(prog, vers, proc uint32, h Handler) {
 		s.handlers[k] = make(map[uint32]Handler)
 	}
 	s.handlers[k][proc] = h
+	delete(s.short, procKey{prog, vers, proc})
 	r, ok := s.ranges[prog]
 	if !ok {
 		r = [2]uint32{vers, vers}
 	}
 	s.ranges[prog] = [2]uint32{min(r[0], vers), max(r[1], vers)}
+}
+
+// procKey names one procedure.
+type procKey struct{ prog, vers, proc uint32 }
+
+// HandleShort registers h as Handle does, and declares that h returns
+// promptly: it does not wait for other calls, for I/O, or for locks held
+// for long. When such a call is the only one in flight on its transport,
+// the Server may run it on the goroutine that received it and send the
+// reply from there (the short path, see the package documentation),
+// which spares the hand-off to a worker and back. Meanwhile nothing else
+// is received on that transport, so a handler that does block holds up
+// its connection. Calls answered without a handler (PROG_UNAVAIL, NULL
+// of a registered version, errors) count as short. A later Handle for
+// the procedure makes it an ordinary one again.
+func (s *Server) HandleShort(prog, vers, proc uint32, h Handler) {
+	s.Handle(prog, vers, proc, h)
+	s.hmu.Lock()
+	s.short[procKey{prog, vers, proc}] = true
+	s.hmu.Unlock()
+}
+
+// isShort reports whether the call in b may run inline: the Server
+// allows it (inlineOK) and its procedure is short, or has no handler.
+// It reads the call header's fixed fields where RFC 5531 Section 9 puts
+// them, without decoding the rest; a message too short or not a call
+// is short (it is dropped or denied without a handler).
+func (s *Server) isShort(b []byte) bool {
+	if !s.inlineOK {
+		return false
+	}
+	if len(b) < 24 || MsgType(binary.BigEndian.Uint32(b[4:])) != MsgCall {
+		return true
+	}
+	k := procKey{binary.BigEndian.Uint32(b[12:]), binary.BigEndian.Uint32(b[16:]), binary.BigEndian.Uint32(b[20:])}
+	s.hmu.RLock()
+	defer s.hmu.RUnlock()
+	if s.short[k] {
+		return true
+	}
+	_, ok := s.handlers[progVers{k.prog, k.vers}][k.proc]
+	return !ok
 }
 
 // lookup finds the handler of a call, or the accept_stat (and version
@@ -444,6 +496,9 @@ func (s *Server) serveConn(sc *serverConn) error {
 			err = &ConnError{Err: net.ErrClosed}
 			break
 		}
+		if s.inline(sc, m) {
+			continue
+		}
 		s.dispatch(sc, m, &wg)
 	}
 	return s.endConn(sc, &wg, err)
@@ -488,6 +543,36 @@ func (s *Server) servePushed(sc *serverConn, p Pusher, wg *sync.WaitGroup) error
 	err := <-ended
 	sc.cancel()
 	return err
+}
+
+// inline is the server's short path: it runs m, which holds a
+// MaxInFlight slot, on the caller's goroutine (the one that received it)
+// and gives the slot back, if m's handler is short (HandleShort), no
+// other call is in flight on sc, and no next call has arrived behind it
+// (a StreamTransport that has read part of the next message already:
+// with calls queueing up, workers run them side by side). It reports
+// whether it ran m; if not, m is for dispatch.
+func (s *Server) inline(sc *serverConn, m *Msg) bool {
+	if st, ok := sc.t.(*StreamTransport); ok && st.more() {
+		return false
+	}
+	if !s.isShort(m.XDR) {
+		return false
+	}
+	sc.mu.Lock()
+	ok := !sc.closing && sc.inFlight == 0
+	if ok {
+		sc.inFlight++
+	}
+	sc.mu.Unlock()
+	if !ok {
+		return false
+	}
+	s.stats.inline.Add(1)
+	s.handle(sc.ctx, sc.t, m)
+	sc.end()
+	<-sc.sem
+	return true
 }
 
 // dispatch hands m, which holds a MaxInFlight slot, to an idle worker or a
@@ -669,6 +754,7 @@ func (s *Server) Stats() ServerStats {
 		SendErrors:   c.sendErrors.Load(),
 		CacheReplays: c.cacheReplays.Load(),
 		CacheWaits:   c.cacheWaits.Load(),
+		Inline:       c.inline.Load(),
 	}
 }
 

@@ -74,6 +74,21 @@ type Pusher interface {
 	Push(deliver func(*Msg, error))
 }
 
+// DirectReceiver is implemented by transports whose messages a Client may
+// receive on the goroutine of a caller waiting for its reply, instead of
+// on a reader goroutine that then wakes the caller: the short path (see
+// the package documentation). StreamTransport implements it. The Client
+// does not use it on a transport that is also a Pusher.
+type DirectReceiver interface {
+	Transport
+	// RecvContext is Recv, except that when ctx ends before a whole
+	// message has arrived it returns ctx.Err() itself and leaves the
+	// transport usable: nothing received is lost, and the next Recv or
+	// RecvContext carries on. Recv's rule holds: one goroutine at a time
+	// calls Recv or RecvContext.
+	RecvContext(ctx context.Context) (*Msg, error)
+}
+
 // CallCanceler is implemented by transports that hold resources for a call
 // until its reply arrives, such as RPC-over-RDMA memory registrations for
 // its chunks. The Client calls CancelCall when it abandons a call it sent

@@ -35,6 +35,14 @@ type benchResult struct {
 	P50us       float64 `json:"p50_us"`
 	P99us       float64 `json:"p99_us"`
 	AllocsPerOp float64 `json:"allocs_per_op"`
+
+	// With --repeat: the number of runs the figures above are the
+	// medians of, and the range of each figure over them.
+	Runs     int         `json:"runs,omitempty"`
+	OpsRange *benchRange `json:"ops_per_sec_range,omitempty"`
+	MBRange  *benchRange `json:"mb_per_sec_range,omitempty"`
+	P50Range *benchRange `json:"p50_us_range,omitempty"`
+	P99Range *benchRange `json:"p99_us_range,omitempty"`
 }
 
 // benchCase is one measurement: outstanding workers each calling op in a
@@ -54,6 +62,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	serverAddr := fs.String("server-addr", "127.0.0.1:0", "address of the in-process server (with --provider verbs: an IP address of the RDMA device, port 0)")
 	duration := fs.Duration("duration", 1500*time.Millisecond, "measuring time per case")
 	rounds := fs.Int("rounds", 3, "measure the suite this many times over, each case for duration/rounds per round, and report each case over all its rounds")
+	repeat := fs.Int("repeat", 1, "run the whole suite this many times and report each figure as the median over the runs, with its range, and the ratios to the baselines taken within each run")
 	jsonOut := fs.Bool("json", false, "print one JSON object with a results array instead of a table")
 	var tf transportFlags
 	tf.register(fs, false)
@@ -77,10 +86,24 @@ from the rest of the machine.
 
 Per case: operations per second, MB/s of payload, p50 and p99 latency,
 and heap allocations per operation (client and in-process server
-together). Ctrl-C stops the measuring and prints the cases measured so
-far (exit status 1); a second Ctrl-C kills it. --json prints {"results": [...]} with the keys transport, op,
-size, outstanding, ops, ops_per_sec, mb_per_sec, p50_us, p99_us,
-allocs_per_op.
+together). After the cases, the ratios the design's targets are stated
+in (NULL p50 against the raw TCP ping-pong, 1 MiB MB/s against raw TCP
+bulk, CRC on against off), each taken within the run.
+
+--repeat N runs the whole suite N times over (on the same connections)
+and reports each figure as its median over the runs, with its range, and
+each ratio as the median and range of its value in each run: a stable
+figure on a busy machine, where single runs move by 10-25%.
+
+Ctrl-C stops the measuring and prints the cases measured so far (exit
+status 1); with --repeat, the runs completed, or the first run's cases
+if none was; a second Ctrl-C kills it. --json prints {"results": [...],
+"ratios": [...]}; each result has the keys transport, op, size,
+outstanding, ops, ops_per_sec, mb_per_sec, p50_us, p99_us,
+allocs_per_op, and with --repeat also runs and the ranges
+ops_per_sec_range, mb_per_sec_range, p50_us_range, p99_us_range
+([least, greatest]), and the output has "runs": one {"results": [...]}
+per run. Each ratio has the keys name, median, range and runs.
 
 flags:
 `)
@@ -104,6 +127,9 @@ flags:
 	}
 	if *rounds < 1 || *rounds > 100 {
 		return usagef("--rounds %d: want 1 to 100", *rounds)
+	}
+	if *repeat < 1 || *repeat > 100 {
+		return usagef("--repeat %d: want 1 to 100", *repeat)
 	}
 
 	var cases []benchCase
@@ -159,11 +185,16 @@ flags:
 	}
 
 	progress := !*jsonOut && isTerminal(stderr)
+	run := 0
 	var before func(round, i int)
 	if progress {
 		before = func(round, i int) {
 			c := cases[i]
-			fmt.Fprintf(stderr, "\r\033[K[round %d/%d, %d/%d] %s %s %d x%d ...", round+1, *rounds, i+1, len(cases), c.transport, c.op, c.size, c.outstanding)
+			rep := ""
+			if *repeat > 1 {
+				rep = fmt.Sprintf("run %d/%d, ", run+1, *repeat)
+			}
+			fmt.Fprintf(stderr, "\r\033[K[%sround %d/%d, %d/%d] %s %s %d x%d ...", rep, round+1, *rounds, i+1, len(cases), c.transport, c.op, c.size, c.outstanding)
 		}
 	}
 	// Ctrl-C ends the measuring and prints what was measured; a second
@@ -171,43 +202,77 @@ flags:
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, stop)
-	samples, done, err := runRounds(ctx, cases, *rounds, *duration/time.Duration(*rounds), before)
-	if progress {
-		fmt.Fprint(stderr, "\r\033[K")
-	}
-	if err != nil {
-		return err
-	}
-	var results []benchResult
-	for i, c := range cases {
-		if len(samples[i]) == 0 {
-			continue // not reached before Ctrl-C
-		}
-		r, err := summarize(c, samples[i])
-		if err != nil {
-			return fmt.Errorf("%s %s %d bytes, %d outstanding: %w", c.transport, c.op, c.size, c.outstanding, err)
-		}
-		results = append(results, r)
-	}
+	var runs [][]benchResult
 	var interrupted error
-	if ctx.Err() != nil {
-		interrupted = fmt.Errorf("interrupted with %s of %d done: the results cover what was measured (%s of %d)", plural(done, "round"), *rounds, plural(len(results), "case"), len(cases))
-		if len(results) == 0 {
-			return errors.New("interrupted before any case was measured")
+	for run = 0; run < *repeat; run++ {
+		samples, done, err := runRounds(ctx, cases, *rounds, *duration/time.Duration(*rounds), before)
+		if progress {
+			fmt.Fprint(stderr, "\r\033[K")
 		}
+		if err != nil {
+			return err
+		}
+		var results []benchResult
+		for i, c := range cases {
+			if len(samples[i]) == 0 {
+				continue // not reached before Ctrl-C
+			}
+			r, err := summarize(c, samples[i])
+			if err != nil {
+				return fmt.Errorf("%s %s %d bytes, %d outstanding: %w", c.transport, c.op, c.size, c.outstanding, err)
+			}
+			results = append(results, r)
+		}
+		if ctx.Err() == nil {
+			runs = append(runs, results)
+			continue
+		}
+		switch {
+		case len(runs) > 0:
+			interrupted = fmt.Errorf("interrupted in run %d of %d: the results cover the %s completed", run+1, *repeat, plural(len(runs), "run"))
+		case len(results) == 0:
+			return errors.New("interrupted before any case was measured")
+		default:
+			runs = append(runs, results)
+			interrupted = fmt.Errorf("interrupted with %s of %d done: the results cover what was measured (%s of %d)", plural(done, "round"), *rounds, plural(len(results), "case"), len(cases))
+		}
+		break
 	}
+	results := runs[0]
+	if len(runs) > 1 {
+		results = aggregate(runs)
+	}
+	rats := ratios(runs)
 	if *jsonOut {
+		out := struct {
+			Results []benchResult `json:"results"`
+			Ratios  []benchRatio  `json:"ratios"`
+			Runs    []benchRun    `json:"runs,omitempty"`
+		}{Results: results, Ratios: rats}
+		if len(runs) > 1 {
+			for _, r := range runs {
+				out.Runs = append(out.Runs, benchRun{r})
+			}
+		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
-			Results []benchResult `json:"results"`
-		}{results}); err != nil {
+		if err := enc.Encode(out); err != nil {
 			return err
 		}
 		return interrupted
 	}
-	printTable(stdout, results)
+	if len(runs) > 1 {
+		printRepeated(stdout, results, rats, len(runs))
+	} else {
+		printTable(stdout, results)
+		printRatios(stdout, rats)
+	}
 	return interrupted
+}
+
+// benchRun is one run's results in --repeat's JSON.
+type benchRun struct {
+	Results []benchResult `json:"results"`
 }
 
 // runRounds measures cases rounds times over, each for slice per round,

@@ -38,6 +38,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--reply-cache", "-1"}, "--reply-cache -1"},
 		{[]string{"serve", "--log-level", "loud"}, `--log-level "loud"`},
 		{[]string{"bench", "--rounds", "0"}, "--rounds 0"},
+		{[]string{"bench", "--repeat", "0"}, "--repeat 0"},
 		{[]string{"bench", "--duration", "0s"}, "--duration 0s"},
 		{[]string{"trace"}, "want one capture file"},
 	} {

@@ -69,11 +69,16 @@ func Register(srv *rpc.Server) { RegisterWith(srv, nil) }
 // wrap (with the procedure's name) when wrap is not nil, for metrics or
 // logging.
 func RegisterWith(srv *rpc.Server, wrap func(name string, h rpc.Handler) rpc.Handler) {
+	// Every procedure but SLEEP returns promptly.
 	handle := func(proc uint32, h rpc.Handler) {
 		if wrap != nil {
 			h = wrap(ProcName(proc), h)
 		}
-		srv.Handle(Prog, Vers, proc, h)
+		if proc == ProcSleep {
+			srv.Handle(Prog, Vers, proc, h)
+		} else {
+			srv.HandleShort(Prog, Vers, proc, h)
+		}
 	}
 	handle(ProcNull, func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		return rpc.Body{}, nil

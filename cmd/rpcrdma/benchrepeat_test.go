@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in     []float64
+		med    float64
+		lo, hi float64
+	}{
+		{[]float64{3}, 3, 3, 3},
+		{[]float64{5, 1, 3}, 3, 1, 5},
+		{[]float64{4, 1, 3, 2}, 2.5, 1, 4},
+		{[]float64{9, 9, 1, 2, 8}, 8, 1, 9},
+	} {
+		m, r := median(append([]float64(nil), tc.in...))
+		if m != tc.med || r != (benchRange{tc.lo, tc.hi}) {
+			t.Errorf("median(%v) = %v %v, want %v [%v %v]", tc.in, m, r, tc.med, tc.lo, tc.hi)
+		}
+	}
+}
+
+// TestAggregate: each case is reported once, in first-seen order, by the
+// median of each figure with its range, a case missing from a run is the
+// median of the runs that measured it, and ratios are taken within each
+// run before the median (not medians divided).
+func TestAggregate(t *testing.T) {
+	raw := func(p50 float64) benchResult {
+		return benchResult{Transport: "rawtcp", Op: "pingpong", Size: 64, Outstanding: 1, Ops: 10, OpsPerSec: 1e6 / p50, P50us: p50, P99us: 2 * p50}
+	}
+	null := func(p50 float64) benchResult {
+		return benchResult{Transport: "rdma", Op: "NULL", Size: 0, Outstanding: 1, Ops: 5, OpsPerSec: 1e6 / p50, P50us: p50, P99us: 3 * p50, AllocsPerOp: 1}
+	}
+	runs := [][]benchResult{
+		{raw(10), null(20)},
+		{raw(20), null(22)},
+		{raw(12), null(30)},
+		{raw(11)},
+	}
+	agg := aggregate(runs)
+	if len(agg) != 2 || agg[0].Transport != "rawtcp" || agg[1].Transport != "rdma" {
+		t.Fatalf("aggregate: %+v", agg)
+	}
+	r := agg[0]
+	if r.Runs != 4 || r.Ops != 40 || r.P50us != 11.5 || *r.P50Range != (benchRange{10, 20}) || r.P99us != 23 || *r.P99Range != (benchRange{20, 40}) {
+		t.Errorf("rawtcp: %+v p50 %v p99 %v", r, *r.P50Range, *r.P99Range)
+	}
+	n := agg[1]
+	if n.Runs != 3 || n.P50us != 22 || *n.P50Range != (benchRange{20, 30}) || n.AllocsPerOp != 1 {
+		t.Errorf("rdma NULL: %+v", n)
+	}
+	rats := ratios(runs)
+	if len(rats) != 1 {
+		t.Fatalf("ratios: %+v", rats)
+	}
+	// Per run: 2.0, 1.1, 2.5; medians divided would give 22/11.5.
+	if got := rats[0]; got.Runs != 3 || got.Median != 2.0 || got.Range != (benchRange{1.1, 2.5}) {
+		t.Errorf("ratio: %+v", got)
+	}
+}
+
+func TestBenchRepeat(t *testing.T) {
+	out, errOut, code := rpcrdmaCmd(t, 180*time.Second, "bench", "--duration", "30ms", "--rounds", "1", "--repeat", "2", "--json")
+	if code != 0 {
+		t.Fatalf("bench --repeat 2: exit %d\n%s", code, errOut)
+	}
+	b := checkBench(t, out, "rawtcp", "tcp", "rdma")
+	var full struct {
+		Results []benchResult `json:"results"`
+		Ratios  []benchRatio  `json:"ratios"`
+		Runs    []benchRun    `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &full); err != nil {
+		t.Fatal(err)
+	}
+	if len(full.Runs) != 2 {
+		t.Fatalf("%d runs reported, want 2", len(full.Runs))
+	}
+	for _, r := range b.Results {
+		if r.Runs != 2 || r.P50Range == nil || r.P50Range[0] > r.P50us || r.P50us > r.P50Range[1] {
+			t.Errorf("result %+v: want 2 runs and the median within its range", r)
+		}
+	}
+	names := map[string]bool{}
+	for _, r := range full.Ratios {
+		names[r.Name] = true
+		if r.Runs != 2 || r.Median <= 0 || r.Range[0] > r.Median || r.Median > r.Range[1] {
+			t.Errorf("ratio %+v", r)
+		}
+	}
+	for _, want := range []string{"rdma NULL p50 / raw TCP ping-pong p50", "tcp NULL p50 / raw TCP ping-pong p50", "CRC on / off, WRITE 1 MiB MB/s"} {
+		if !names[want] {
+			t.Errorf("no ratio %q", want)
+		}
+	}
+	// The table form.
+	out, errOut, code = rpcrdmaCmd(t, 180*time.Second, "bench", "--duration", "20ms", "--rounds", "1", "--repeat", "2")
+	if code != 0 || !strings.Contains(out, "median of 2 runs") || !strings.Contains(out, "ratios within each run") {
+		t.Fatalf("bench --repeat table: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
