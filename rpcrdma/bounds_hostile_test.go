@@ -228,7 +228,7 @@ func TestBoundsConnectionsAtTheirShare(t *testing.T) {
 		share   = 128 << 10
 		holders = 5
 	)
-	b := Bounds{ConnMemory: share, ServerMemory: 3 * share, PullTimeout: 300 * time.Millisecond}
+	b := Bounds{ConnMemory: share, ServerMemory: 3 * share, PullTimeout: time.Second}
 	n, l, good := hostileServer(t, b)
 	runtime.GC()
 	var m0 runtime.MemStats

@@ -455,7 +455,17 @@ func TestLinuxReconnect(t *testing.T) {
 // the reply the first run made, without running it again. (The reply is
 // NFS4ERR_SERVERFAULT, so the mount then fails, as in
 // iwarp.TestGuestClientMount.)
-func TestLinuxClientReconnect(t *testing.T) {
+func TestLinuxClientReconnect(t *testing.T) { linuxClientReconnect(t, nil) }
+
+// TestLinuxClientReconnectSharedPool is TestLinuxClientReconnect against a
+// responder whose connections receive from a shared pool
+// (Bounds.SharedReceives): Linux's client connects, is granted credits
+// from the pool, and connects again.
+func TestLinuxClientReconnectSharedPool(t *testing.T) {
+	linuxClientReconnect(t, &rpcrdma.Config{Bounds: rpcrdma.Bounds{SharedReceives: 256}})
+}
+
+func linuxClientReconnect(t *testing.T, cfg *rpcrdma.Config) {
 	lab.Require(t)
 	lab.Lock(t, "peer") // PeerAddr, where the guest's client connects
 	mark := lab.DmesgMark(t)
@@ -467,7 +477,7 @@ func TestLinuxClientReconnect(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*lab.CmdTimeout)
 	defer cancel()
-	l, err := rpcrdma.Listen(ctx, p, lab.PeerAddr, nil)
+	l, err := rpcrdma.Listen(ctx, p, lab.PeerAddr, cfg)
 	if err != nil {
 		t.Fatalf("listening where the guest's client connects: %v", err)
 	}

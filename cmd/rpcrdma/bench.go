@@ -426,7 +426,9 @@ func startRDMAServer(tf transportFlags, addr string) (string, func(), error) {
 	stf := tf
 	stf.responder = true
 	stf.version = 2
-	l, err := rpcrdma.Listen(context.Background(), p, addr, stf.config(nil))
+	cfg := stf.config(nil)
+	cfg.Bounds.ArgLimit = benchprog.ArgLimit
+	l, err := rpcrdma.Listen(context.Background(), p, addr, cfg)
 	if err != nil {
 		return "", nil, err
 	}

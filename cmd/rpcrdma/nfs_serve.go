@@ -74,7 +74,9 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		l, err := rpcrdma.Listen(ctx, p, *rdmaAddr, tf.config(log))
+		cfg := tf.config(log)
+		cfg.Bounds.ArgLimit = srv.ArgLimit // a WRITE pulls at most wtmax
+		l, err := rpcrdma.Listen(ctx, p, *rdmaAddr, cfg)
 		if err != nil {
 			return err
 		}

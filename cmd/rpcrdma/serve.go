@@ -71,7 +71,9 @@ flags:
 	m := newServerMetrics(ip)
 	srv := rpc.NewServer(&rpc.ServerOptions{Logger: log, ReplyCache: *replyCache})
 	benchprog.RegisterWith(srv, m.wrap)
-	l, err := rpcrdma.Listen(ctx, p, *listen, tf.config(log))
+	cfg := tf.config(log)
+	cfg.Bounds.ArgLimit = benchprog.ArgLimit
+	l, err := rpcrdma.Listen(ctx, p, *listen, cfg)
 	if err != nil {
 		return err
 	}
