@@ -237,7 +237,16 @@ func diffSteps(dir string) []step {
 			for _, n := range []string{"f", "h2", "l", "x"} {
 				c.Remove(ctx, h["d"], n)
 			}
-			_, err := c.Getattr(ctx, h["f"])
+			// knfsd keeps a file it served open in its file cache for a
+			// few seconds after the last use, and answers GETATTR from
+			// there until the cache lets go; then it answers STALE too.
+			var err error
+			for range 40 {
+				if _, err = c.Getattr(ctx, h["f"]); err != nil {
+					break
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
 			return status(err)
 		}},
 		{"rmdir", func(ctx context.Context, c *Client, h map[string]nfs3.FileHandle) string {
