@@ -454,9 +454,10 @@ func (c *Conn) Err() error {
 	return c.err
 }
 
-// checkSGL checks sgl against c and need and returns its total length.
+// checkSGL checks sgl against c and need, fills c.sge, and returns its
+// total length; read says sgl is an RDMA Read's sink (see readLkeyLocked).
 // The caller holds mu.
-func (c *Conn) checkSGL(sgl []rdma.SGE, need rdma.Access, maxSGE int) (int, error) {
+func (c *Conn) checkSGL(sgl []rdma.SGE, need rdma.Access, maxSGE int, read bool) (int, error) {
 	if len(sgl) > maxSGE {
 		return 0, fmt.Errorf("%d SGEs, more than %d: %w", len(sgl), maxSGE, rdma.ErrInvalid)
 	}
@@ -475,7 +476,15 @@ func (c *Conn) checkSGL(sgl []rdma.SGE, need rdma.Access, maxSGE int) (int, erro
 		if e.Offset < 0 || e.Length < 0 || e.Offset > len(m.buf)-e.Length {
 			return 0, fmt.Errorf("SGE %d: %d bytes at offset %d outside region %v of %d bytes: %w", i, e.Length, e.Offset, m.stag, len(m.buf), rdma.ErrInvalid)
 		}
-		C.shim_sge(c.sge, C.int(i), C.uint64_t(m.addr+uint64(e.Offset)), C.uint32_t(e.Length), m.lkey)
+		lkey := m.lkey
+		if read {
+			k, err := m.readLkeyLocked()
+			if err != nil {
+				return 0, fmt.Errorf("SGE %d: region %v: %w", i, m.stag, err)
+			}
+			lkey = k
+		}
+		C.shim_sge(c.sge, C.int(i), C.uint64_t(m.addr+uint64(e.Offset)), C.uint32_t(e.Length), lkey)
 		total += e.Length
 	}
 	return total, nil
@@ -491,7 +500,7 @@ func (c *Conn) PostRecv(id uint64, sgl []rdma.SGE) error {
 	if c.rqOut >= c.lim.RecvQueueDepth {
 		return fmt.Errorf("verbs: post receive %d: %d outstanding: %w", id, c.rqOut, rdma.ErrQueueFull)
 	}
-	if _, err := c.checkSGL(sgl, rdma.AccessLocalWrite, c.lim.MaxSGE); err != nil {
+	if _, err := c.checkSGL(sgl, rdma.AccessLocalWrite, c.lim.MaxSGE, false); err != nil {
 		return fmt.Errorf("verbs: post receive %d: %w", id, err)
 	}
 	c.seq++
@@ -525,7 +534,7 @@ func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
 	if wr.Op == rdma.OpRead {
 		need, maxSGE = rdma.AccessLocalWrite, c.lim.MaxReadSGE
 	}
-	n, err := c.checkSGL(wr.Local, need, maxSGE)
+	n, err := c.checkSGL(wr.Local, need, maxSGE, wr.Op == rdma.OpRead)
 	if err != nil {
 		return fmt.Errorf("verbs: post %v %d: %w", wr.Op, wr.ID, err)
 	}
@@ -554,7 +563,7 @@ func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
 
 // postSendLocked posts a checked work request. The caller holds mu.
 func (c *Conn) postSendLocked(wr *rdma.WorkRequest) error {
-	if _, err := c.checkSGL(wr.Local, 0, len(wr.Local)); err != nil { // refill c.sge
+	if _, err := c.checkSGL(wr.Local, 0, len(wr.Local), wr.Op == rdma.OpRead); err != nil { // refill c.sge
 		return err
 	}
 	var opcode, flags C.int

@@ -29,6 +29,8 @@ type mr struct {
 	addr     uint64 // address of mem[0]: the TO
 	mr       *C.struct_ibv_mr
 	lkey     C.uint32_t
+	flags    C.int // the ibv_access_flags mr was registered with
+	sink     *C.struct_ibv_mr
 	stag     rdma.STag
 	access   rdma.Access
 	valid    bool
@@ -122,13 +124,59 @@ func (m *mr) regLocked(access rdma.Access) error {
 		return fmt.Errorf("ibv_reg_mr: %w (is ulimit -l large enough?)", errnoErr(rc))
 	}
 	m.c.p.res.mrs.Add(1)
-	m.mr, m.lkey = out, out.lkey
+	m.mr, m.lkey, m.flags = out, out.lkey, verbsAccess(access)
 	m.stag, m.access, m.valid = rdma.STag(out.rkey), access, true
 	return nil
 }
 
+// sinkFlags are the ibv_access_flags of a Read sink's registration on an
+// iWARP device.
+const sinkFlags = C.IBV_ACCESS_LOCAL_WRITE | C.IBV_ACCESS_REMOTE_WRITE
+
+// readLkeyLocked returns the lkey with which m may be the destination of an
+// RDMA Read. The caller holds c.mu and has checked that m is valid and has
+// AccessLocalWrite.
+//
+// On iWARP a Read Request carries the sink's STag to the peer (RFC 5040
+// Section 4.4), whose RDMA Read Responses are tagged DDP messages placed
+// through it like RDMA Writes (RFC 5041, tagged buffer model). Hardware RNICs (cxgb4,
+// irdma) check remote write on that STag, so the kernel's rdma_rw and
+// perftest register a Read's destination with IBV_ACCESS_REMOTE_WRITE on
+// iWARP. That right lets the peer that learned the STag, or anyone who
+// guesses it on this connection's protection domain, write the memory
+// with RDMA Write, not only with the Read Responses it was asked for
+// (RFC 5042's security considerations on exposed tagged buffers, RFC 5040
+// Section 8). So the right is not given to the region itself, nor on
+// InfiniBand and RoCE, whose Read responses need no remote access: on
+// iWARP, the first Read into a region without AccessRemoteWrite registers
+// the same memory a second time with local and remote write, and only
+// Read work requests use that registration. Its STag reaches only the
+// peer of this connection (each Conn has its own protection domain), the
+// peer the Read already trusts with the region's contents, and it goes
+// away with the region's own registration (Invalidate, Reregister,
+// Release, Close). Siw checks no right on a Read Response's sink.
+func (m *mr) readLkeyLocked() (C.uint32_t, error) {
+	if !m.c.dev.iwarp || m.access.Has(rdma.AccessRemoteWrite) {
+		return m.lkey, nil
+	}
+	if m.sink == nil {
+		var out *C.struct_ibv_mr
+		if rc := C.shim_reg_mr(m.c.pd, unsafe.Pointer(&m.mem[0]), C.size_t(len(m.mem)), sinkFlags, &out); rc < 0 {
+			return 0, fmt.Errorf("ibv_reg_mr for a Read sink: %w (is ulimit -l large enough?)", errnoErr(rc))
+		}
+		m.c.p.res.mrs.Add(1)
+		m.sink = out
+	}
+	return m.sink.lkey, nil
+}
+
 // deregLocked deregisters m. The caller holds c.mu.
 func (m *mr) deregLocked() {
+	if m.sink != nil {
+		C.ibv_dereg_mr(m.sink)
+		m.sink = nil
+		m.c.p.res.mrs.Add(-1)
+	}
 	if m.mr != nil {
 		C.ibv_dereg_mr(m.mr)
 		m.mr = nil
@@ -236,3 +284,21 @@ func (c *Conn) remoteInvalidatedLocked(stag rdma.STag) {
 		}
 	}
 }
+
+// regAccess returns the ibv_access_flags of m's registration and of its
+// Read-sink registration (0 if it has none), for tests.
+func (m *mr) regAccess() (region, sink int) {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	if m.sink != nil {
+		sink = sinkFlags
+	}
+	return int(m.flags), sink
+}
+
+// The ibv_access_flags bits, for tests (a test file cannot use cgo).
+const (
+	accessLocalWrite  = C.IBV_ACCESS_LOCAL_WRITE
+	accessRemoteWrite = C.IBV_ACCESS_REMOTE_WRITE
+	accessRemoteRead  = C.IBV_ACCESS_REMOTE_READ
+)
