@@ -77,6 +77,13 @@ type Conn struct {
 
 	flushTimer *time.Timer // ends the connection after flushGrace; under mu
 
+	// What identifies this connection in an asynchronous event; set
+	// before it is watched, constant after.
+	qpNum   uint32
+	cqAddr  uintptr
+	port    int
+	watcher *watcher // its device's async event watcher, or nil
+
 	cqMu  sync.Mutex // ibv_poll_cq, wcs, ready
 	wcs   *C.struct_shim_wc
 	ready []rdma.Completion
@@ -135,6 +142,12 @@ func (c *Conn) setup(dev device, d rdma.Depths) error {
 	}
 	p.res.qps.Add(1)
 	c.qp = c.id.qp
+	c.qpNum = uint32(c.qp.qp_num)
+	c.cqAddr = uintptr(unsafe.Pointer(cq))
+	c.port = int(c.id.port_num)
+	if c.port == 0 { // as queryDevice: rdma_cm leaves it 0 on some iWARP identifiers
+		c.port = 1
+	}
 	c.sge = (*C.struct_ibv_sge)(C.calloc(C.size_t(dev.maxSGE), C.size_t(unsafe.Sizeof(C.struct_ibv_sge{}))))
 	c.wcs = (*C.struct_shim_wc)(C.calloc(pollBatch, C.size_t(unsafe.Sizeof(C.struct_shim_wc{}))))
 	c.done = make(chan struct{})
@@ -163,6 +176,7 @@ func (c *Conn) finish(dev device, d rdma.Depths) {
 // start runs the connection's goroutines and posts the send-queue work
 // that Prepare posted.
 func (c *Conn) start() {
+	c.watchAsync()
 	c.wg.Add(2)
 	go c.cqLoop()
 	go c.cmLoop()
@@ -702,6 +716,7 @@ func (c *Conn) destroy() {
 		c.ch.wake()
 	}
 	c.wg.Wait()
+	c.unwatchAsync()
 	c.cqMu.Lock()
 	c.mu.Lock()
 	for _, q := range [][]pending{c.sq, c.rq} {

@@ -71,6 +71,14 @@
 //   - Limits come from the device (ibv_query_device, ibv_query_port):
 //     siw takes 6 SGEs and one SGE for an RDMA Read sink
 //     (Limits.MaxReadSGE), rxe messages of at most 8 MiB.
+//   - RDMA Read sinks on iWARP: hardware iWARP RNICs check remote write on
+//     a Read's destination (its STag travels in the Read Request, RFC 5040
+//     Section 4.4). The provider registers such a region a second time
+//     with local and remote write, the first time it is a Read's sink, and
+//     uses that registration only for Reads; the region keeps the rights
+//     it was given. The peer the Read goes to could write through that
+//     STag until the region is invalidated or released (RFC 5042's
+//     security considerations); InfiniBand and RoCE need none of this.
 //   - Prepare runs on the initiator after rdma_cm reports the connection
 //     established, when the responder may already send: an upper layer
 //     whose responder speaks first must allow for that (RPC-over-RDMA's
@@ -83,7 +91,11 @@
 // runtime poller, like sockets; a wake-up drains every event until EAGAIN
 // (the poller is edge-triggered), acknowledges them and re-arms the
 // completion queue before polling it. No OS thread is blocked per
-// connection. Options.BusyPoll makes Wait poll the completion queue for a
+// connection. One more goroutine per device in use reads the device's
+// asynchronous events the same way (ibv_get_async_event): a queue pair or
+// completion queue error, a port error or a fatal device error ends the
+// connections it concerns with an error naming the event, even when
+// nothing is posted. Options.BusyPoll makes Wait poll the completion queue for a
 // while before it sleeps, trading a CPU for latency.
 //
 // Work requests, scatter/gather lists and completions are built and read

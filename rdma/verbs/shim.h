@@ -303,4 +303,52 @@ static inline int shim_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int acc
 	*out = ibv_reg_mr(pd, addr, len, access);
 	return *out ? 0 : -errno;
 }
+// shim_async_event is one asynchronous event, copied out of the
+// ibv_async_event before it is acknowledged.
+struct shim_async_event {
+	int type;
+	uint32_t qp_num; // for QP events
+	uintptr_t cq;    // for CQ events: the struct ibv_cq's address
+	int port;        // for port events
+};
+
+// shim_async takes one asynchronous event from ctx's non-blocking async
+// fd, copies what identifies its object into ev and acknowledges it (a
+// QP or CQ cannot be destroyed while an event of it is unacknowledged).
+// It returns 0, -EAGAIN when there is none, or -errno.
+static inline int shim_async(struct ibv_context *ctx, struct shim_async_event *ev) {
+	struct ibv_async_event e;
+	if (ibv_get_async_event(ctx, &e))
+		return -errno;
+	memset(ev, 0, sizeof *ev);
+	ev->type = e.event_type;
+	switch (e.event_type) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		ev->qp_num = e.element.qp->qp_num;
+		break;
+	case IBV_EVENT_CQ_ERR:
+		ev->cq = (uintptr_t)e.element.cq;
+		break;
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		ev->port = e.element.port_num;
+		break;
+	default:
+		break;
+	}
+	ibv_ack_async_event(&e);
+	return 0;
+}
 #endif
