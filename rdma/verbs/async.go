@@ -205,7 +205,24 @@ func (w *watcher) dispatch(device string, e asyncEvent) {
 func (c *Conn) asyncEnded(device string, e asyncEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e.kind == C.IBV_EVENT_DEVICE_FATAL {
+		c.gone = true
+	}
 	c.endLocked(fmt.Errorf("verbs: device %s: %v: %w", device, e, rdma.ErrConnectionLost))
+}
+
+// forgetDeadDevices makes librdmacm close the device contexts of devices
+// that are gone and that no rdma_cm identifier uses any more. librdmacm
+// opens each device once and keeps it open; it notices a removed device
+// only when it looks at the device list again (rdma_get_devices), and the
+// kernel cannot finish removing a device (rdma_rxe, for one, cannot
+// disassociate a user context) until every process has closed it. A
+// connection that ended for its device's removal calls this once its
+// identifier is destroyed.
+func forgetDeadDevices() {
+	if list := C.rdma_get_devices(nil); list != nil {
+		C.rdma_free_devices(list)
+	}
 }
 
 // The event types, for tests (a test file cannot use cgo).

@@ -83,6 +83,7 @@ type Conn struct {
 	cqAddr  uintptr
 	port    int
 	watcher *watcher // its device's async event watcher, or nil
+	gone    bool     // the device is being removed or died; under mu
 
 	cqMu  sync.Mutex // ibv_poll_cq, wcs, ready
 	wcs   *C.struct_shim_wc
@@ -239,6 +240,9 @@ func (c *Conn) cmLoop() {
 			end = rdma.ErrDisconnected
 		case C.RDMA_CM_EVENT_DEVICE_REMOVAL:
 			end = fmt.Errorf("verbs: device %s removed: %w", c.dev.name, rdma.ErrConnectionLost)
+			c.mu.Lock()
+			c.gone = true
+			c.mu.Unlock()
 		case C.RDMA_CM_EVENT_CONNECT_ERROR, C.RDMA_CM_EVENT_UNREACHABLE:
 			end = fmt.Errorf("verbs: rdma_cm %s (status %d): %w", eventName(ev._type), int(ev.status), rdma.ErrConnectionLost)
 		case C.RDMA_CM_EVENT_TIMEWAIT_EXIT:
@@ -430,7 +434,9 @@ func (c *Conn) endLocked(err error) {
 	if c.qp != nil {
 		C.shim_qp_error(c.qp)
 	}
-	if c.id != nil && c.started {
+	// A device being removed sends nothing more; a peer on the same
+	// device learns of the removal itself rather than as a disconnect.
+	if c.id != nil && c.started && !c.gone {
 		C.rdma_disconnect(c.id)
 	}
 	c.p.log.Debug("verbs: connection ended", "local", c.local, "remote", c.remote, "err", err)
@@ -763,6 +769,9 @@ func (c *Conn) destroy() {
 	}
 	if c.ch != nil {
 		c.ch.destroy()
+	}
+	if c.gone {
+		forgetDeadDevices()
 	}
 	if c.sge != nil {
 		C.free(unsafe.Pointer(c.sge))

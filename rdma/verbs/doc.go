@@ -95,7 +95,11 @@
 // asynchronous events the same way (ibv_get_async_event): a queue pair or
 // completion queue error, a port error or a fatal device error ends the
 // connections it concerns with an error naming the event, even when
-// nothing is posted. Options.BusyPoll makes Wait poll the completion queue for a
+// nothing is posted. When a device is removed (rdma link delete, a hot
+// unplug), rdma_cm reports it on every connection, each ends with an
+// error naming the removal without a disconnect (the device sends nothing
+// more), and the last Close lets librdmacm close the device, which the
+// kernel waits for before it finishes the removal. Options.BusyPoll makes Wait poll the completion queue for a
 // while before it sleeps, trading a CPU for latency.
 //
 // Work requests, scatter/gather lists and completions are built and read

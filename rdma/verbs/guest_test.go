@@ -3,6 +3,7 @@ package verbs_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 )
@@ -27,5 +28,27 @@ func TestGuest(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the guest's output:\n%s", want, out)
 		}
+	}
+}
+
+// TestGuestDeviceRemoval runs TestDeviceRemoval in the lab guest, in a
+// process of its own: it deletes rxe0 with connections up and adds it
+// again on eth1 within about a second. Other tests that use rxe0 at that
+// moment fail; if the binary dies before it adds the device back, this
+// test does.
+func TestGuestDeviceRemoval(t *testing.T) {
+	if lab.InGuest() {
+		t.Skip("already in the guest")
+	}
+	t.Cleanup(func() {
+		out, rc := lab.Run(t, "rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev eth1; rdma link show rxe0/1", time.Minute)
+		if rc != 0 || !strings.Contains(out, "rxe0") {
+			t.Errorf("rxe0 not back in the guest (exit status %d): %s", rc, out)
+		}
+	})
+	out := lab.RunTestBinary(t, ".", []string{"verbs"}, "-test.run", "^TestDeviceRemoval$", "-test.v",
+		"-test.timeout", "90s", "-verbs.remove", "rxe0 eth1")
+	if !strings.Contains(out, "--- PASS: TestDeviceRemoval") {
+		t.Errorf("no PASS in the guest's output:\n%s", out)
 	}
 }
