@@ -99,8 +99,10 @@
 // unplug), rdma_cm reports it on every connection, each ends with an
 // error naming the removal without a disconnect (the device sends nothing
 // more), and the last Close lets librdmacm close the device, which the
-// kernel waits for before it finishes the removal. Options.BusyPoll makes Wait poll the completion queue for a
-// while before it sleeps, trading a CPU for latency.
+// kernel waits for before it finishes the removal.
+//
+// Options.BusyPoll makes Wait poll the completion queue for a while
+// before it sleeps, trading a CPU for latency.
 //
 // Work requests, scatter/gather lists and completions are built and read
 // in C from scalars and C memory, so no Go pointer is stored in C memory;
