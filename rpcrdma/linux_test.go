@@ -37,6 +37,13 @@ const (
 	nfs4Compound    = 1
 )
 
+// labCallTimeout bounds one exchange with the lab's kernel: the guest runs
+// under TCG, shared with other tests (and other packages' lab tests, which
+// go test ./... runs at once), and a version fallback and NULL call there
+// have taken 30 s with the host loaded. It only stops a hang; nothing
+// waits for it.
+const labCallTimeout = 2 * lab.CmdTimeout
+
 func dialLinux(t *testing.T, o iwarp.Options, cfg *rpcrdma.Config) (*rpcrdma.Conn, *rpc.Client) {
 	t.Helper()
 	addr := lab.Knfsd(t)
@@ -45,7 +52,7 @@ func dialLinux(t *testing.T, o iwarp.Options, cfg *rpcrdma.Config) (*rpcrdma.Con
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), labCallTimeout)
 	defer cancel()
 	conn, err := rpcrdma.Dial(ctx, p, addr, cfg)
 	if err != nil {
@@ -84,7 +91,7 @@ func authSys(t *testing.T) rpc.OpaqueAuth {
 
 func nfsCall(t *testing.T, cli *rpc.Client, vers, proc uint32, args rpc.Body, bufs [][]byte, maxReply int) *rpc.BodyDecoder {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), labCallTimeout)
 	defer cancel()
 	rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: vers, Proc: proc, Cred: authSys(t), Args: args, ResultBufs: bufs, MaxReply: maxReply})
 	if err != nil {
@@ -178,7 +185,7 @@ func TestLinuxNFS(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, cli := dialLinux(t, tc.o, &tc.cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), labCallTimeout)
 			defer cancel()
 			if err := cli.Null(ctx, nfsProg, 3); err != nil {
 				t.Fatal(err)
@@ -198,7 +205,7 @@ func TestLinuxNFS(t *testing.T) {
 			getattr := func() error {
 				var a rpc.Body
 				a.XDR = xdr.AppendOpaque(a.XDR, fh)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), labCallTimeout)
 				defer cancel()
 				rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: 3, Proc: nfs3GetAttr, Cred: authSys(t), Args: a})
 				if err != nil {
@@ -334,7 +341,7 @@ func TestLinuxRejectsRevision1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), labCallTimeout)
 	defer cancel()
 	_, err = rpcrdma.Dial(ctx, p, addr, nil)
 	if err == nil {
@@ -561,7 +568,7 @@ func linuxClientReconnect(t *testing.T, cfg *rpcrdma.Config) {
 	<-first.Done()
 	close(release) // the reply goes to the cache; its connection is gone
 
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(labCallTimeout)
 	for {
 		mu.Lock()
 		again, nconns := seen[xid], len(conns)
