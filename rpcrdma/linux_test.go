@@ -66,18 +66,28 @@ func dialLinux(t *testing.T, o iwarp.Options, cfg *rpcrdma.Config) (*rpcrdma.Con
 // exportFile creates a file of its own for t in the guest's /export, named
 // after the test, removes it when t ends, and returns its name: the tests
 // that write a file then write different ones, also when another
-// package's lab tests run at the same time. Against a knfsd of
-// RPCRDMA_LAB_ADDR's, where no guest command runs, it returns hello.txt.
+// package's lab tests run at the same time. In the guest (lab.InGuest) it
+// writes /export itself; from the host it runs a guest command. Against a
+// knfsd of RPCRDMA_LAB_ADDR's, where neither can be done, it returns
+// hello.txt.
 func exportFile(t *testing.T) string {
 	t.Helper()
-	if os.Getenv("RPCRDMA_LAB_ADDR") != "" {
-		return "hello.txt"
-	}
 	name := fmt.Sprintf("%s-%d-%d.txt", strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()), os.Getpid(), time.Now().UnixNano())
-	if out, rc := lab.Run(t, "echo 'hello from the guest' > /export/"+name, lab.CmdTimeout); rc != 0 {
-		t.Fatalf("creating /export/%s in the guest: exit %d\n%s", name, rc, out)
+	switch {
+	case lab.InGuest():
+		path := "/export/" + name
+		if err := os.WriteFile(path, []byte("hello from the guest\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(path) })
+	case os.Getenv("RPCRDMA_LAB_ADDR") != "":
+		return "hello.txt"
+	default:
+		if out, rc := lab.Run(t, "echo 'hello from the guest' > /export/"+name, lab.CmdTimeout); rc != 0 {
+			t.Fatalf("creating /export/%s in the guest: exit %d\n%s", name, rc, out)
+		}
+		t.Cleanup(func() { lab.Run(t, "rm -f /export/"+name, lab.CmdTimeout) })
 	}
-	t.Cleanup(func() { lab.Run(t, "rm -f /export/"+name, lab.CmdTimeout) })
 	return name
 }
 
