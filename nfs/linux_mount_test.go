@@ -26,6 +26,7 @@ import (
 // stays clean.
 func TestLinuxMountsOurs(t *testing.T) {
 	lab.Require(t)
+	lab.Lock(t, "peer") // PeerMountAddr and PeerAddr, where the guest mounts from
 	mark := lab.DmesgMark(t)
 	defer lab.CheckDmesg(t, mark)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1143,6 +1143,32 @@ func countWorkers() int {
 	return strings.Count(string(buf), "rpc.(*Server).worker(")
 }
 
+// waitWorkersIdle waits until every goroutine running Server.worker waits
+// for its next call, for at most ten seconds.
+func waitWorkersIdle(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		busy := 0
+		for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			// A waiting worker is parked receiving in worker itself
+			// (tracebacks leave out the runtime's frames).
+			lines := strings.SplitN(g, "\n", 3)
+			if strings.Contains(g, "rpc.(*Server).worker(") &&
+				(len(lines) < 2 || !strings.Contains(lines[0], "[chan receive") || !strings.Contains(lines[1], "rpc.(*Server).worker(")) {
+				busy++
+			}
+		}
+		if busy == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers still busy after 10 s", busy)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestServerWorkers: a transport's calls run on workers that wait for the
 // next call when done: calls made one after another run on a few
 // goroutines, and a second burst of MaxInFlight calls runs on the workers
@@ -1212,7 +1238,7 @@ func TestServerWorkers(t *testing.T) {
 	mu.Lock()
 	first := len(ids)
 	mu.Unlock()
-	time.Sleep(20 * time.Millisecond) // the workers go back to waiting
+	waitWorkersIdle(t)
 	burst()
 	mu.Lock()
 	again := len(ids) - first
@@ -1238,9 +1264,10 @@ func TestServerWorkers(t *testing.T) {
 // of its own reads and calls deliver, and Recv must not be called.
 type pushTransport struct {
 	*memTransport
-	t      *testing.T
-	pushed atomic.Int32
-	ended  chan struct{}
+	t         *testing.T
+	pushed    atomic.Int32
+	delivered atomic.Int32 // messages deliver has returned from
+	ended     chan struct{}
 }
 
 func (p *pushTransport) Recv() (*Msg, error) {
@@ -1260,6 +1287,7 @@ func (p *pushTransport) Push(deliver func(*Msg, error)) {
 			if err != nil {
 				return
 			}
+			p.delivered.Add(1)
 		}
 	}()
 }
@@ -1328,7 +1356,13 @@ func TestCloseWhileFullPushed(t *testing.T) {
 	go func() { _, err := h.call(context.Background(), procBlock, Body{}); running <- err }()
 	<-h.st.started
 	go func() { _, err := h.call(context.Background(), procBlock, Body{}); waiting <- err }()
-	time.Sleep(20 * time.Millisecond) // the second call waits for the slot
+	// The second call waits for the slot once delivered.
+	for deadline := time.Now().Add(10 * time.Second); pb.delivered.Load() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls delivered, want 2", pb.delivered.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	h.srv.Close()
 	// The running handler sees its context cancelled; its SYSTEM_ERR
 	// reply may still get out before the transport closes.

@@ -290,9 +290,14 @@ func TestStreamTransportPartialWrite(t *testing.T) {
 	a := NewStreamTransport(c1, nil)
 	defer a.Close()
 	defer c2.Close()
-	go io.ReadFull(c2, make([]byte, 6)) // part of the record only
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	// Cancel once part of the record (6 bytes) has been read: the write
+	// is then blocked mid-record, however long the reader took.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		io.ReadFull(c2, make([]byte, 6))
+		cancel()
+	}()
 	m := &Msg{Body: sampleBody()}
 	if err := a.Send(ctx, m); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Send = %v, want a connection error", err)

@@ -163,10 +163,15 @@ func (re *reconnector) run(l *link) {
 				return
 			}
 		}
-		if l = re.redial(); l == nil || !c.start(l) {
+		if l = re.redial(); l == nil {
 			return
 		}
+		// Counted before start publishes the link: a call resent on it
+		// may complete at once, and its caller then reads Stats.
 		c.stats.reconnects.Add(1)
+		if !c.start(l) {
+			return
+		}
 	}
 }
 
@@ -202,7 +207,11 @@ func (re *reconnector) watch(l *link) (idle, ok bool) {
 			return idle, true
 		case <-c.dead:
 			return idle, false
-		case now := <-tick.C:
+		case <-tick.C:
+			// The time now, not the tick's: a tick read late (this
+			// goroutine kept waiting on a loaded machine) would count
+			// the wait as silence or idleness.
+			now := time.Now()
 			if idle {
 				continue // closed; waiting for lost
 			}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -500,9 +499,14 @@ func TestReconnectDialNil(t *testing.T) {
 // connection before answering anything is not redialed in a tight loop.
 func TestReconnectNoReplyBacksOff(t *testing.T) {
 	leaktest.Check(t)
-	var dials atomic.Int32
+	var (
+		mu    sync.Mutex
+		dials []time.Time
+	)
 	dial := func(ctx context.Context) (Transport, error) {
-		dials.Add(1)
+		mu.Lock()
+		dials = append(dials, time.Now())
+		mu.Unlock()
 		a, b := memPair()
 		b.Close() // the server hangs up at once
 		return a, nil
@@ -511,11 +515,29 @@ func TestReconnectNoReplyBacksOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond)
-	c.Close()
-	// Immediate, then waits of 10-20, 20-40, 20-40 ms...: at most about 8.
-	if d := dials.Load(); d < 3 || d > 10 {
-		t.Errorf("%d dials in 150 ms, want 3 to 10", d)
+	defer c.Close()
+	const want = 5
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		mu.Lock()
+		n := len(dials)
+		mu.Unlock()
+		if n >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dials in 10 s, want %d", n, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A redial may go at once, then waits 10-20, 20-40, 20-40 ms...: from
+	// the third dial on, none follows the one before within 10 ms. (A
+	// loaded machine only makes the gaps longer.)
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 3; i < want; i++ {
+		if gap := dials[i].Sub(dials[i-1]); gap < 10*time.Millisecond {
+			t.Errorf("dial %d came %v after the one before, want at least 10ms", i+1, gap)
+		}
 	}
 }
 

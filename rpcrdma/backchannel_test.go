@@ -381,7 +381,16 @@ func TestBackchannelLimits(t *testing.T) {
 		_, err := bp.backCall(context.Background(), procSleep, u32Args(0))
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Close once the call has taken a backward credit: it is on its way.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, in := bp.resp.bc.window.state(); in == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the backward call did not take a credit within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	bp.conn.Close()
 	select {
 	case err := <-done:

@@ -105,6 +105,19 @@ func testServer() *rpc.Server {
 	return srv
 }
 
+// waitServerCalls waits, for at most ten seconds, until srv has started
+// n calls in their handlers (rpc.ServerStats.Calls counts a call as its
+// handler starts).
+func waitServerCalls(t *testing.T, srv *rpc.Server, n uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); srv.Stats().Calls < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls started in their handlers within 10 s, want %d", srv.Stats().Calls, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // pair is a requester and a responder connected through a provider.
 type pair struct {
 	cli  *rpc.Client
@@ -687,7 +700,7 @@ func TestCloseFailsCalls(t *testing.T) {
 		_, err := p.call(ctxT(t), procBlock, rpc.Body{}, nil, 0)
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	waitServerCalls(t, p.srv, 1) // the call is in its handler
 	p.conn.Close()
 	select {
 	case err := <-done:
@@ -837,7 +850,7 @@ func TestShutdownCompletesCalls(t *testing.T) {
 			errs <- err
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitServerCalls(t, p.srv, 1+n) // the NULL call, then every call in its handler
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := p.srv.Shutdown(sctx); err != nil {

@@ -338,12 +338,19 @@ func TestLinuxBackchannel(t *testing.T) {
 		}
 		wrote <- err
 	}()
+	// The write waits its turn on the guest's command channel, which
+	// other tests, of this package or another, may hold for minutes: wait
+	// for the recall or for the write to end without one, not for a
+	// fixed time (the bound only stops a hang).
 	var recalled []byte
 	select {
 	case recalled = <-cbs.recalls:
-	case <-time.After(15 * time.Second):
+	case err := <-wrote:
 		st := conn.Stats()
-		t.Fatalf("no CB_RECALL within 15 s: %d backward calls, %d replies, %d dropped", st.BackwardCalls, st.BackwardReplies, st.Dropped)
+		t.Fatalf("the guest's write ended (%v) with no CB_RECALL: %d backward calls, %d replies, %d dropped", err, st.BackwardCalls, st.BackwardReplies, st.Dropped)
+	case <-time.After(5 * time.Minute):
+		st := conn.Stats()
+		t.Fatalf("no CB_RECALL within 5 minutes: %d backward calls, %d replies, %d dropped", st.BackwardCalls, st.BackwardReplies, st.Dropped)
 	}
 	if string(recalled) != string(delegStateid) {
 		t.Errorf("CB_RECALL of stateid %x, want the delegation's %x", recalled, delegStateid)

@@ -26,7 +26,7 @@ func TestLinuxErrChunk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*lab.CmdTimeout)
 	defer cancel()
 	c, err := Dial(ctx, p, addr, nil)
 	if err != nil {
@@ -56,13 +56,13 @@ func TestLinuxErrChunk(t *testing.T) {
 		if err := c.sendMsg(ctx, &h, [][]byte{nullCall(xid)}, 0, false); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(2 * lab.CmdTimeout)
 		for c.Stats().ErrorsReceived[wire.ErrChunk] == before.ErrorsReceived[wire.ErrChunk] && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		after := c.Stats()
 		if after.ErrorsReceived[wire.ErrChunk] != before.ErrorsReceived[wire.ErrChunk]+1 {
-			t.Errorf("%s: no ERR_CHUNK from knfsd within 10 s (errors received %v)", tc.name, after.ErrorsReceived)
+			t.Errorf("%s: no ERR_CHUNK from knfsd within %v (errors received %v)", tc.name, 2*lab.CmdTimeout, after.ErrorsReceived)
 		}
 		if after.Dropped != before.Dropped+1 {
 			t.Errorf("%s: %d messages dropped, want the error for no call of ours", tc.name, after.Dropped-before.Dropped)

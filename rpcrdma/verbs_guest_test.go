@@ -39,6 +39,7 @@ func TestVerbsGuestToIWARP(t *testing.T) {
 		t.Skip("already in the guest")
 	}
 	lab.Require(t)
+	lab.Lock(t, "peer") // PeerAddr, where the guest's calls arrive
 	ip, err := iwarp.New(iwarp.Options{})
 	if err != nil {
 		t.Fatal(err)

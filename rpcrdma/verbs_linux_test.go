@@ -78,7 +78,7 @@ func verbsKnfsd(t *testing.T, addr, device string) {
 	}
 	t.Logf("connected on %s %v: %+v", dev, conn.RDMA().LocalAddr(), in)
 	root := rootFH(t, cli)
-	fh := lookup(t, cli, root, "hello.txt")
+	fh := lookup(t, cli, root, exportFile(t))
 
 	getattr := func() error {
 		var a rpc.Body

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -110,6 +111,38 @@ func startServe(t *testing.T, args ...string) *server {
 		}
 	})
 	return s
+}
+
+// waitCalls waits until the metrics of s (started with --metrics) count
+// at least n calls of the procedure named proc, for at most 30 seconds: a
+// call is counted as its handler starts.
+func (s *server) waitCalls(t *testing.T, proc string, n int) {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^rpcrdma_calls_total\{proc="` + regexp.QuoteMeta(proc) + `"\} ([0-9]+)$`)
+	deadline := time.Now().Add(30 * time.Second)
+	for got := 0; ; {
+		s.mu.Lock()
+		maddr := s.metrics
+		s.mu.Unlock()
+		if maddr != "" {
+			resp, err := http.Get("http://" + maddr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if m := re.FindSubmatch(body); m != nil {
+				got, _ = strconv.Atoi(string(m[1]))
+			}
+			if got >= n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %s calls started within 30 s, want %d (metrics at %q)\n%s", got, proc, n, maddr, s.logText())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (s *server) logText() string {
@@ -307,7 +340,7 @@ func TestServeBenchConnect(t *testing.T) {
 // TestGracefulShutdown stops the server with SIGTERM while calls are in
 // flight: every call completes, then the process exits 0.
 func TestGracefulShutdown(t *testing.T) {
-	s := startServe(t)
+	s := startServe(t, "--metrics", "127.0.0.1:0")
 	p, err := iwarp.New(iwarp.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +362,7 @@ func TestGracefulShutdown(t *testing.T) {
 	for range n {
 		go func() { errs <- cli.Sleep(ctx, 500*time.Millisecond) }()
 	}
-	time.Sleep(150 * time.Millisecond)
+	s.waitCalls(t, "SLEEP", n) // every call in its handler
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +449,7 @@ func TestPingKnfsd(t *testing.T) {
 // starts another on the same address: ping connects again, says so, and
 // every call succeeds.
 func TestPingReconnect(t *testing.T) {
-	s1 := startServe(t)
+	s1 := startServe(t, "--metrics", "127.0.0.1:0")
 	type result struct {
 		out, errOut string
 		code        int
@@ -426,7 +459,7 @@ func TestPingReconnect(t *testing.T) {
 		out, errOut, code := rpcrdmaCmd(t, 30*time.Second, "ping", "--reconnect", "--count", "10", "--interval", "100ms", s1.addr)
 		done <- result{out, errOut, code}
 	}()
-	time.Sleep(300 * time.Millisecond)
+	s1.waitCalls(t, "NULL", 1) // ping is connected: cut it off
 	s1.cmd.Process.Kill()
 	err := <-s1.exited
 	s1.exited <- err // for the cleanup

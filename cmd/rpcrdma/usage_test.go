@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
-	"net/http"
 	"os/exec"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,32 +139,12 @@ func TestBenchInterrupt(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s.mu.Lock()
-	maddr := s.metrics
-	s.mu.Unlock()
 	// Interrupt once the first case (NULL, one outstanding) is being
 	// measured: its warm-up is three calls, so the server having seen
 	// ten NULL calls means at least one measured call has been made,
 	// however slowly the machine runs. The bench finishes that call
 	// before it stops.
-	calls := regexp.MustCompile(`(?m)^rpcrdma_calls_total\{proc="NULL"\} ([0-9]+)$`)
-	for {
-		resp, err := http.Get("http://" + maddr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if m := calls.FindSubmatch(body); m != nil {
-			if n, _ := strconv.Atoi(string(m[1])); n >= 10 {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatal("bench made no call")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	s.waitCalls(t, "NULL", 10)
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	var ee *exec.ExitError

@@ -10,12 +10,14 @@ import (
 	"time"
 )
 
-// leakWait bounds how long Check waits for goroutines to exit.
-const leakWait = 2 * time.Second
+// leakWait bounds how long Check waits for goroutines to exit: long enough
+// for a goroutine that is ending to be scheduled on a loaded machine under
+// -race; a test that leaks nothing does not wait for it.
+const leakWait = 5 * time.Second
 
 // Check records the goroutines running now and, when t and the cleanups
 // registered after Check have finished, fails t if goroutines started
-// since are still running after a bounded wait (two seconds). Goroutines
+// since are still running after a bounded wait (five seconds). Goroutines
 // started by package testing or the runtime are ignored. Call it first in
 // a test, so that its cleanup runs last. It must not be used in parallel
 // tests, whose goroutines it would count.

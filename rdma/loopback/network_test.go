@@ -3,6 +3,7 @@ package loopback_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +96,26 @@ func TestBacklog(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the backlog never filled: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Close only once every dialer has dialed (and either failed on the
+	// full backlog or waits in it): one that dialed after Close would find
+	// no listener at all.
+	for dialing := 0; ; dialing = 0 {
+		buf := make([]byte, 1<<20)
+		for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			lines := strings.SplitN(g, "\n", 3)
+			if strings.Contains(g, "created by github.com/go-rpcrdma/rpcrdma/rdma/loopback_test.TestBacklog") &&
+				(len(lines) < 2 || !strings.Contains(lines[0], "[select") || !strings.Contains(lines[1], "loopback.(*Network).Dial(")) {
+				dialing++
+			}
+		}
+		if dialing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dialers still on their way after 5 s", dialing)
 		}
 		time.Sleep(time.Millisecond)
 	}
