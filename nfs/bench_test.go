@@ -31,7 +31,8 @@ func benchServer(b *testing.B) (*Server, nfs3.FileHandle) {
 	return s, s.byID[s.exports[0].id].key.handle(nil, ino)
 }
 
-// benchHandler runs h on args b.N times, as rpc.Server would, and reports
+// benchHandler runs h on args b.N times, as rpc.Server would (AfterReply
+// included), and reports
 // the allocations per call: the server's cost per READ or WRITE without
 // the transport's.
 func benchHandler(b *testing.B, h rpc.Handler, args rpc.Body, size int) {
@@ -46,6 +47,10 @@ func benchHandler(b *testing.B, h rpc.Handler, args rpc.Body, size int) {
 		res, err := h(ctx, &c)
 		if err != nil || len(res.XDR) < 4 || res.XDR[3] != 0 {
 			b.Fatalf("%x %v", res.XDR, err)
+		}
+		if c.AfterReply != nil {
+			c.AfterReply(res)
+			c.AfterReply = nil
 		}
 	}
 }

@@ -74,6 +74,47 @@ type Server struct {
 	maxIO   uint32
 	log     *slog.Logger
 	mounts  mountTable
+
+	// readBufs holds maxIO-byte READ buffers for reuse: a READ takes one
+	// and its reply gives it back (rpc.Call.AfterReply, putReadBuf), so a
+	// steady stream of READs allocates none. A channel rather than a
+	// sync.Pool, since putting a slice in a Pool allocates.
+	readBufs    chan []byte
+	putReadBufF func(rpc.Body) // s.putReadBuf, made once
+}
+
+// readBufsKept bounds the READ buffers kept idle: the memory a burst of
+// READs leaves pinned is at most this many times MaxIO.
+const readBufsKept = 16
+
+// readBuf returns a buffer of s.maxIO bytes, reused or new.
+func (s *Server) readBuf() []byte {
+	select {
+	case b := <-s.readBufs:
+		return b
+	default:
+		return make([]byte, s.maxIO)
+	}
+}
+
+// putReadBuf gives back the READ buffer that res's data item lies in (see
+// giveReadBuf). It runs once the reply is sent.
+func (s *Server) putReadBuf(res rpc.Body) {
+	for _, it := range res.Items {
+		s.giveReadBuf(it.Data)
+	}
+}
+
+// giveReadBuf keeps b for reuse if it is one of readBuf's (its capacity
+// says so) and fewer than readBufsKept are idle.
+func (s *Server) giveReadBuf(b []byte) {
+	if cap(b) != int(s.maxIO) {
+		return
+	}
+	select {
+	case s.readBufs <- b[:cap(b)]:
+	default:
+	}
 }
 
 type export struct {
@@ -91,6 +132,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.maxIO = 1 << 20
 	}
 	s.maxIO = min(s.maxIO, nfs3.MaxData)
+	s.readBufs = make(chan []byte, readBufsKept)
+	s.putReadBufF = s.putReadBuf
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -330,11 +330,13 @@ func (s *Server) read(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		if a.Offset > 1<<63-1 {
 			return nfs3.ErrInval
 		}
-		buf := make([]byte, min(a.Count, s.maxIO))
+		buf := s.readBuf()[:min(a.Count, s.maxIO)]
 		n, eof, err := o.ex.FS.ReadAt(o.ctx, ino, buf, int64(a.Offset))
 		if err != nil {
+			s.giveReadBuf(buf)
 			return s.errStat(o.ctx, err)
 		}
+		c.AfterReply = s.putReadBufF
 		r.Count, r.EOF, r.Data = uint32(n), eof, buf[:n]
 		return nfs3.OK
 	}()
