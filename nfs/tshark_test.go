@@ -104,10 +104,9 @@ func TestTsharkNFS(t *testing.T) {
 
 	// What tshark made of each NFS call, by xid.
 	type call struct {
-		proc           string
-		call, reply    frame
-		chunks         string // reads/writes/reply of the call's RPC-over-RDMA header
-		fhLen, fhHashs []string
+		proc        string
+		call, reply frame
+		chunks      string // reads/writes/reply of the call's RPC-over-RDMA header
 	}
 	calls := map[string]*call{}
 	byProc := map[string]*call{}
@@ -132,7 +131,9 @@ func TestTsharkNFS(t *testing.T) {
 	hash := func(h nfs3.FileHandle) string { return "0x" + strconv.FormatUint(uint64(crc32.ChecksumIEEE(h)), 16) }
 	hasHash := func(f frame, h nfs3.FileHandle) bool {
 		want := hash(h)
-		return slices.ContainsFunc(f["nfs.fh.hash"], func(s string) bool { return strings.EqualFold(strings.TrimLeft(s[2:], "0"), strings.TrimLeft(want[2:], "0")) })
+		return slices.ContainsFunc(f["nfs.fh.hash"], func(s string) bool {
+			return strings.EqualFold(strings.TrimLeft(s[2:], "0"), strings.TrimLeft(want[2:], "0"))
+		})
 	}
 	for _, want := range []struct {
 		name, proc, chunks string
