@@ -75,46 +75,9 @@ type Server struct {
 	log     *slog.Logger
 	mounts  mountTable
 
-	// readBufs holds maxIO-byte READ buffers for reuse: a READ takes one
-	// and its reply gives it back (rpc.Call.AfterReply, putReadBuf), so a
-	// steady stream of READs allocates none. A channel rather than a
-	// sync.Pool, since putting a slice in a Pool allocates.
-	readBufs    chan []byte
-	putReadBufF func(rpc.Body) // s.putReadBuf, made once
-}
-
-// readBufsKept bounds the READ buffers kept idle: the memory a burst of
-// READs leaves pinned is at most this many times MaxIO.
-const readBufsKept = 16
-
-// readBuf returns a buffer of s.maxIO bytes, reused or new.
-func (s *Server) readBuf() []byte {
-	select {
-	case b := <-s.readBufs:
-		return b
-	default:
-		return make([]byte, s.maxIO)
-	}
-}
-
-// putReadBuf gives back the READ buffer that res's data item lies in (see
-// giveReadBuf). It runs once the reply is sent.
-func (s *Server) putReadBuf(res rpc.Body) {
-	for _, it := range res.Items {
-		s.giveReadBuf(it.Data)
-	}
-}
-
-// giveReadBuf keeps b for reuse if it is one of readBuf's (its capacity
-// says so) and fewer than readBufsKept are idle.
-func (s *Server) giveReadBuf(b []byte) {
-	if cap(b) != int(s.maxIO) {
-		return
-	}
-	select {
-	case s.readBufs <- b[:cap(b)]:
-	default:
-	}
+	// reads holds idle readStates for reuse (see readState). A channel
+	// rather than a sync.Pool bounds the memory kept.
+	reads chan *readState
 }
 
 type export struct {
@@ -122,6 +85,45 @@ type export struct {
 	id     uint32
 	key    *handleKey
 	anonID Cred
+}
+
+// readsKept bounds the idle READ states: the memory a burst of READs
+// leaves pinned is at most this many times MaxIO.
+const readsKept = 16
+
+// readState is one READ's memory: its data buffer, arguments, results and
+// reply. The handler gives it back once the reply is sent
+// (rpc.Call.AfterReply), so a steady stream of READs allocates nothing.
+type readState struct {
+	s     *Server
+	buf   []byte // s.maxIO bytes
+	a     nfs3.ReadArgs
+	r     nfs3.ReadRes
+	xdr   []byte
+	items [1]rpc.DDPItem
+	done  func(rpc.Body) // release, made once
+}
+
+// getRead returns an idle readState, or a new one.
+func (s *Server) getRead() *readState {
+	select {
+	case st := <-s.reads:
+		return st
+	default:
+	}
+	st := &readState{s: s, buf: make([]byte, s.maxIO), xdr: make([]byte, 0, nfs3.ProcRead.ReplySize(0))}
+	st.done = st.release
+	return st
+}
+
+// release forgets the call and keeps st for reuse if fewer than readsKept
+// are idle. Nothing may use st or its memory after release.
+func (st *readState) release(rpc.Body) {
+	st.a, st.r, st.items[0] = nfs3.ReadArgs{}, nfs3.ReadRes{}, rpc.DDPItem{}
+	select {
+	case st.s.reads <- st:
+	default:
+	}
 }
 
 // NewServer returns a Server for cfg's exports, or an error if they are
@@ -132,8 +134,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.maxIO = 1 << 20
 	}
 	s.maxIO = min(s.maxIO, nfs3.MaxData)
-	s.readBufs = make(chan []byte, readBufsKept)
-	s.putReadBufF = s.putReadBuf
+	s.reads = make(chan *readState, readsKept)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
