@@ -119,29 +119,38 @@ func BenchmarkClient(b *testing.B) {
 	}
 }
 
-// TestServerReadAllocs: in steady state a READ allocates nothing on the
-// server, its data buffer included (readState, rpc.Call.AfterReply).
-func TestServerReadAllocs(t *testing.T) {
+// TestServerIOAllocs: in steady state a READ or WRITE allocates nothing on
+// the server, the READ's data buffer included (readState, writeState,
+// rpc.Call.AfterReply).
+func TestServerIOAllocs(t *testing.T) {
 	if race.Enabled {
 		t.Skip("the race detector makes sync.Pool drop values")
 	}
 	s, fh := benchServer(t)
-	var args rpc.Body
-	(&nfs3.ReadArgs{FH: fh, Count: 1 << 20}).Append(&args)
+	var readArgs, writeArgs rpc.Body
+	(&nfs3.ReadArgs{FH: fh, Count: 1 << 20}).Append(&readArgs)
+	(&nfs3.WriteArgs{FH: fh, Count: 1 << 20, Stable: nfs3.Unstable, Data: make([]byte, 1<<20)}).Append(&writeArgs)
 	ctx := context.Background()
-	var c rpc.Call
-	c.AuthSys = &rpc.AuthSysParms{}
-	allocs := testing.AllocsPerRun(100, func() {
-		c.Args = args
-		c.Decoder().Reset(args)
-		res, err := s.read(ctx, &c)
-		if err != nil || len(res.XDR) < 4 || res.XDR[3] != 0 || len(res.Items) != 1 || len(res.Items[0].Data) != 1<<20 {
-			t.Fatalf("%x %v", res.XDR, err)
+	for _, tc := range []struct {
+		name  string
+		h     rpc.Handler
+		args  rpc.Body
+		items int
+	}{{"READ", s.read, readArgs, 1}, {"WRITE", s.write, writeArgs, 0}} {
+		var c rpc.Call
+		c.AuthSys = &rpc.AuthSysParms{}
+		allocs := testing.AllocsPerRun(100, func() {
+			c.Args = tc.args
+			c.Decoder().Reset(tc.args)
+			res, err := tc.h(ctx, &c)
+			if err != nil || len(res.XDR) < 4 || res.XDR[3] != 0 || len(res.Items) != tc.items || c.AfterReply == nil {
+				t.Fatalf("%s: %x %v", tc.name, res.XDR, err)
+			}
+			c.AfterReply(res)
+			c.AfterReply = nil
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per call", tc.name, allocs)
 		}
-		c.AfterReply(res)
-		c.AfterReply = nil
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per READ", allocs)
 	}
 }

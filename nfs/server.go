@@ -77,7 +77,8 @@ type Server struct {
 
 	// reads holds idle readStates for reuse (see readState). A channel
 	// rather than a sync.Pool bounds the memory kept.
-	reads chan *readState
+	reads  chan *readState
+	writes chan *writeState
 }
 
 type export struct {
@@ -126,6 +127,38 @@ func (st *readState) release(rpc.Body) {
 	}
 }
 
+// writeState is one WRITE's arguments, results and reply, given back
+// once the reply is sent, like readState. The data stays the call's.
+type writeState struct {
+	s    *Server
+	a    nfs3.WriteArgs
+	r    nfs3.WriteRes
+	xdr  []byte
+	done func(rpc.Body) // release, made once
+}
+
+// getWrite returns an idle writeState, or a new one.
+func (s *Server) getWrite() *writeState {
+	select {
+	case st := <-s.writes:
+		return st
+	default:
+	}
+	st := &writeState{s: s, xdr: make([]byte, 0, nfs3.ProcWrite.ReplySize(0))}
+	st.done = st.release
+	return st
+}
+
+// release forgets the call and keeps st for reuse if fewer than readsKept
+// are idle. Nothing may use st or its memory after release.
+func (st *writeState) release(rpc.Body) {
+	st.a, st.r = nfs3.WriteArgs{}, nfs3.WriteRes{}
+	select {
+	case st.s.writes <- st:
+	default:
+	}
+}
+
 // NewServer returns a Server for cfg's exports, or an error if they are
 // misconfigured (no FS, duplicate or relative paths).
 func NewServer(cfg ServerConfig) (*Server, error) {
@@ -135,6 +168,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s.maxIO = min(s.maxIO, nfs3.MaxData)
 	s.reads = make(chan *readState, readsKept)
+	s.writes = make(chan *writeState, readsKept)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -346,11 +346,13 @@ func (s *Server) read(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 }
 
 func (s *Server) write(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
-	var a nfs3.WriteArgs
-	if err := args(c, &a); err != nil {
+	ws := s.getWrite()
+	a, r := &ws.a, &ws.r
+	if err := args(c, a); err != nil {
+		ws.release(rpc.Body{})
 		return rpc.Body{}, err
 	}
-	var r nfs3.WriteRes
+	c.AfterReply = ws.done // the reply is ws.xdr
 	r.Status = func() nfs3.Stat {
 		o, ino, st := s.open(ctx, c, a.FH)
 		if st != nfs3.OK {
@@ -381,7 +383,9 @@ func (s *Server) write(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		r.Count, r.Committed, r.Verf = uint32(len(data)), max(committed, a.Stable), s.verf
 		return nfs3.OK
 	}()
-	return reply(nfs3.ProcWrite, 0, &r)
+	b := rpc.Body{XDR: ws.xdr[:0]}
+	r.Append(&b)
+	return b, nil
 }
 
 func (s *Server) commit(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
