@@ -30,7 +30,7 @@ const (
 // handleKey signs and checks the handles of one export.
 type handleKey struct {
 	id   uint32
-	pool sync.Pool // of hash.Hash keyed with the export's key
+	pool sync.Pool // of *macState keyed with the export's key
 }
 
 func newHandleKey(secret []byte, exportPath string, id uint32) *handleKey {
@@ -38,17 +38,27 @@ func newHandleKey(secret []byte, exportPath string, id uint32) *handleKey {
 	m.Write([]byte("go-rpcrdma nfs export key\x00" + exportPath))
 	key := m.Sum(nil)
 	k := &handleKey{id: id}
-	k.pool.New = func() any { return hmac.New(sha256.New, key) }
+	k.pool.New = func() any { return &macState{h: hmac.New(sha256.New, key)} }
 	return k
 }
 
+// macState is a keyed HMAC with room for its input and output, so that
+// computing a MAC allocates nothing: a slice of a stack array passed to
+// hash.Hash's methods would escape to the heap.
+type macState struct {
+	h   hash.Hash
+	msg [handleLen]byte
+	sum [sha256.Size]byte
+}
+
+// mac writes the HMAC of msg (at most handleLen bytes), truncated to
+// len(dst), into dst. It is safe for concurrent use.
 func (k *handleKey) mac(dst, msg []byte) {
-	h := k.pool.Get().(hash.Hash)
-	h.Reset()
-	h.Write(msg)
-	var sum [sha256.Size]byte
-	copy(dst, h.Sum(sum[:0]))
-	k.pool.Put(h)
+	st := k.pool.Get().(*macState)
+	st.h.Reset()
+	st.h.Write(st.msg[:copy(st.msg[:], msg)])
+	copy(dst, st.h.Sum(st.sum[:0]))
+	k.pool.Put(st)
 }
 
 // handle returns the handle of ino, appended to dst.

@@ -74,6 +74,11 @@ type Server struct {
 	maxIO   uint32
 	log     *slog.Logger
 	mounts  mountTable
+
+	// reads holds idle readStates for reuse (see readState). A channel
+	// rather than a sync.Pool bounds the memory kept.
+	reads  chan *readState
+	writes chan *writeState
 }
 
 type export struct {
@@ -81,6 +86,77 @@ type export struct {
 	id     uint32
 	key    *handleKey
 	anonID Cred
+}
+
+// readsKept bounds the idle READ states: the memory a burst of READs
+// leaves pinned is at most this many times MaxIO.
+const readsKept = 16
+
+// readState is one READ's memory: its data buffer, arguments, results and
+// reply. The handler gives it back once the reply is sent
+// (rpc.Call.AfterReply), so a steady stream of READs allocates nothing.
+type readState struct {
+	s     *Server
+	buf   []byte // s.maxIO bytes
+	a     nfs3.ReadArgs
+	r     nfs3.ReadRes
+	xdr   []byte
+	items [1]rpc.DDPItem
+	done  func(rpc.Body) // release, made once
+}
+
+// getRead returns an idle readState, or a new one.
+func (s *Server) getRead() *readState {
+	select {
+	case st := <-s.reads:
+		return st
+	default:
+	}
+	st := &readState{s: s, buf: make([]byte, s.maxIO), xdr: make([]byte, 0, nfs3.ProcRead.ReplySize(0))}
+	st.done = st.release
+	return st
+}
+
+// release forgets the call and keeps st for reuse if fewer than readsKept
+// are idle. Nothing may use st or its memory after release.
+func (st *readState) release(rpc.Body) {
+	st.a, st.r, st.items[0] = nfs3.ReadArgs{}, nfs3.ReadRes{}, rpc.DDPItem{}
+	select {
+	case st.s.reads <- st:
+	default:
+	}
+}
+
+// writeState is one WRITE's arguments, results and reply, given back
+// once the reply is sent, like readState. The data stays the call's.
+type writeState struct {
+	s    *Server
+	a    nfs3.WriteArgs
+	r    nfs3.WriteRes
+	xdr  []byte
+	done func(rpc.Body) // release, made once
+}
+
+// getWrite returns an idle writeState, or a new one.
+func (s *Server) getWrite() *writeState {
+	select {
+	case st := <-s.writes:
+		return st
+	default:
+	}
+	st := &writeState{s: s, xdr: make([]byte, 0, nfs3.ProcWrite.ReplySize(0))}
+	st.done = st.release
+	return st
+}
+
+// release forgets the call and keeps st for reuse if fewer than readsKept
+// are idle. Nothing may use st or its memory after release.
+func (st *writeState) release(rpc.Body) {
+	st.a, st.r = nfs3.WriteArgs{}, nfs3.WriteRes{}
+	select {
+	case st.s.writes <- st:
+	default:
+	}
 }
 
 // NewServer returns a Server for cfg's exports, or an error if they are
@@ -91,6 +167,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.maxIO = 1 << 20
 	}
 	s.maxIO = min(s.maxIO, nfs3.MaxData)
+	s.reads = make(chan *readState, readsKept)
+	s.writes = make(chan *writeState, readsKept)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

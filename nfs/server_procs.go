@@ -306,31 +306,33 @@ func dataStat(a *nfs3.Attr) nfs3.Stat {
 }
 
 func (s *Server) read(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
-	var a nfs3.ReadArgs
-	if err := args(c, &a); err != nil {
+	st := s.getRead()
+	a, r := &st.a, &st.r
+	if err := args(c, a); err != nil {
+		st.release(rpc.Body{})
 		return rpc.Body{}, err
 	}
-	var r nfs3.ReadRes
+	c.AfterReply = st.done // the reply points into st
 	r.Status = func() nfs3.Stat {
-		o, ino, st := s.open(ctx, c, a.FH)
-		if st != nfs3.OK {
-			return st
+		o, ino, stat := s.open(ctx, c, a.FH)
+		if stat != nfs3.OK {
+			return stat
 		}
-		at, st := o.attr(ino)
-		if st != nfs3.OK {
-			return st
+		at, stat := o.attr(ino)
+		if stat != nfs3.OK {
+			return stat
 		}
 		r.Attr = nfs3.PostOpAttr{Present: true, Attr: at}
-		if st := dataStat(&at); st != nfs3.OK {
-			return st
+		if stat := dataStat(&at); stat != nfs3.OK {
+			return stat
 		}
-		if st := may(&at, &o.cr, nfs3.AccessRead, true); st != nfs3.OK {
-			return st
+		if stat := may(&at, &o.cr, nfs3.AccessRead, true); stat != nfs3.OK {
+			return stat
 		}
 		if a.Offset > 1<<63-1 {
 			return nfs3.ErrInval
 		}
-		buf := make([]byte, min(a.Count, s.maxIO))
+		buf := st.buf[:min(a.Count, s.maxIO)]
 		n, eof, err := o.ex.FS.ReadAt(o.ctx, ino, buf, int64(a.Offset))
 		if err != nil {
 			return s.errStat(o.ctx, err)
@@ -338,15 +340,19 @@ func (s *Server) read(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		r.Count, r.EOF, r.Data = uint32(n), eof, buf[:n]
 		return nfs3.OK
 	}()
-	return reply(nfs3.ProcRead, 0, &r)
+	b := rpc.Body{XDR: st.xdr[:0], Items: st.items[:0]}
+	r.Append(&b)
+	return b, nil
 }
 
 func (s *Server) write(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
-	var a nfs3.WriteArgs
-	if err := args(c, &a); err != nil {
+	ws := s.getWrite()
+	a, r := &ws.a, &ws.r
+	if err := args(c, a); err != nil {
+		ws.release(rpc.Body{})
 		return rpc.Body{}, err
 	}
-	var r nfs3.WriteRes
+	c.AfterReply = ws.done // the reply is ws.xdr
 	r.Status = func() nfs3.Stat {
 		o, ino, st := s.open(ctx, c, a.FH)
 		if st != nfs3.OK {
@@ -377,7 +383,9 @@ func (s *Server) write(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		r.Count, r.Committed, r.Verf = uint32(len(data)), max(committed, a.Stable), s.verf
 		return nfs3.OK
 	}()
-	return reply(nfs3.ProcWrite, 0, &r)
+	b := rpc.Body{XDR: ws.xdr[:0]}
+	r.Append(&b)
+	return b, nil
 }
 
 func (s *Server) commit(ctx context.Context, c *rpc.Call) (rpc.Body, error) {

@@ -90,6 +90,14 @@ type Call struct {
 	// AuthInfo is for a custom ServerOptions.Auth to pass what it learnt
 	// to handlers.
 	AuthInfo any
+	// AfterReply, if the handler sets it, is called with the handler's
+	// results once the server no longer reads them: the reply has been
+	// sent (the transport's Send has returned, so it too is done with the
+	// memory) or will not be. A handler uses it to recycle a buffer its
+	// results point into. It is called once, on the goroutine that ran the
+	// handler, also when the handler failed or panicked (then with the
+	// results it returned, or none).
+	AfterReply func(results Body)
 
 	args BodyDecoder
 }
@@ -845,6 +853,9 @@ func (s *Server) handle(ctx context.Context, t Transport, m *Msg) {
 	}
 	s.stats.calls.Add(1)
 	res, err := s.run(ctx, hd, c)
+	if f := c.AfterReply; f != nil {
+		defer f(res)
+	}
 	if c.args.Err() != nil && !errors.Is(err, errPanic) {
 		err = ErrGarbageArgs
 	}

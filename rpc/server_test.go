@@ -209,3 +209,62 @@ func TestDefaultLoggerReportsFailures(t *testing.T) {
 		}
 	}
 }
+
+// sentCount is a transport that counts the replies whose Send returned.
+type sentCount struct {
+	Transport
+	n atomic.Int32
+}
+
+func (s *sentCount) Send(ctx context.Context, m *Msg) error {
+	err := s.Transport.Send(ctx, m)
+	s.n.Add(1)
+	return err
+}
+
+// TestAfterReply: a handler's Call.AfterReply runs once per call, with the
+// handler's results, only after the transport's Send of the reply has
+// returned; and also for a handler that failed.
+func TestAfterReply(t *testing.T) {
+	leaktest.Check(t)
+	a, b := memPair()
+	tr := &sentCount{Transport: b}
+	srv := NewServer(&ServerOptions{Logger: discardLogger})
+	type after struct {
+		res  Body
+		sent int32
+	}
+	afters := make(chan after, 4)
+	hook := func(res Body) { afters <- after{res, tr.n.Load()} }
+	srv.Handle(testProg, 1, 1, func(ctx context.Context, c *Call) (Body, error) {
+		c.AfterReply = hook
+		var res Body
+		res.AppendDDPOpaque([]byte("results"))
+		return res, nil
+	})
+	srv.Handle(testProg, 1, 2, func(ctx context.Context, c *Call) (Body, error) {
+		c.AfterReply = hook
+		return Body{}, errors.New("failed")
+	})
+	go srv.Serve(tr)
+	defer srv.Close()
+	cli := NewClient(a)
+	defer cli.Close()
+	for proc, sent := range []int32{1, 2} {
+		cli.Call(ctxTimeout(t, 10*time.Second), &Request{Prog: testProg, Vers: 1, Proc: uint32(proc + 1)})
+		select {
+		case got := <-afters:
+			if got.sent != sent {
+				t.Errorf("proc %d: AfterReply ran with %d replies sent, want %d", proc+1, got.sent, sent)
+			}
+			if proc == 0 && (len(got.res.Items) != 1 || string(got.res.Items[0].Data) != "results") {
+				t.Errorf("AfterReply got %+v, not the handler's results", got.res)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("proc %d: AfterReply not called", proc+1)
+		}
+	}
+	if len(afters) != 0 {
+		t.Errorf("AfterReply called more than once per call")
+	}
+}
