@@ -40,8 +40,12 @@ const (
 	// DefaultMaxConnsPerAddr bounds the connections from one host.
 	DefaultMaxConnsPerAddr = 1024
 	// DefaultHandshakeTimeout bounds the time from a connection request
-	// to its first message.
-	DefaultHandshakeTimeout = 10 * time.Second
+	// to its first message. It is long because the first message is the
+	// requester's first call, which a program may make a while after it
+	// dials; connections that send nothing are also bounded in number
+	// (MaxConns, MaxConnsPerAddr), and the provider bounds its own
+	// handshake (MPA on iWARP) much more tightly.
+	DefaultHandshakeTimeout = time.Minute
 	// DefaultIdleTimeout closes a connection without calls, as knfsd
 	// closes connections idle for its 6-minute aging period.
 	DefaultIdleTimeout = 6 * time.Minute

@@ -53,7 +53,7 @@
 // Its Listener refuses requests beyond Bounds.MaxConns (default 16384)
 // and Bounds.MaxConnsPerAddr from one host (1024) before anything is
 // allocated for them, and closes a connection that sends nothing within
-// Bounds.HandshakeTimeout (10 s) of its request or no call for
+// Bounds.HandshakeTimeout (1 min) of its request or no call for
 // Bounds.IdleTimeout (6 minutes). Every call reserves, before any
 // allocation or RDMA Read, the bytes it can make the responder hold: its
 // read chunks plus the write and reply chunks it offers for its reply. A
