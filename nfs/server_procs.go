@@ -698,6 +698,49 @@ func (o *op) listDir(dir, cookie uint64, add func(name string, ino, next uint64)
 // its entries: dir_attributes, cookieverf, the end of the list, eof.
 const readdirBase = 4 + 84 + 8 + 4 + 4
 
+// readableDir returns OK if dir is a directory the caller may list.
+func (o *op) readableDir(dir uint64) nfs3.Stat {
+	at, st := o.attr(dir)
+	if st != nfs3.OK {
+		return st
+	}
+	if at.Type != nfs3.TypeDir {
+		return nfs3.ErrNotDir
+	}
+	return may(&at, &o.cr, nfs3.AccessRead, false)
+}
+
+// dirFill counts a READDIR or READDIRPLUS reply's bytes against the
+// client's count (RFC 1813 Sections 3.3.16 and 3.3.17), capped at
+// MaxDirCount.
+type dirFill struct {
+	used, limit int
+	full        bool
+}
+
+func newDirFill(count uint32) dirFill {
+	return dirFill{used: readdirBase, limit: int(min(count, nfs3.MaxDirCount))}
+}
+
+// fits reports whether an entry of n bytes still fits, and counts it if so.
+func (f *dirFill) fits(n int) bool {
+	if f.used+n > f.limit {
+		f.full = true
+		return false
+	}
+	f.used += n
+	return true
+}
+
+// status is the listing's status st, or NFS3ERR_TOOSMALL when the count
+// left no room for even one of the entries there were.
+func (f *dirFill) status(st nfs3.Stat, entries int) nfs3.Stat {
+	if st == nfs3.OK && f.full && entries == 0 {
+		return nfs3.ErrTooSmall
+	}
+	return st
+}
+
 func (s *Server) readdir(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 	var a nfs3.ReaddirArgs
 	if err := args(c, &a); err != nil {
@@ -710,32 +753,19 @@ func (s *Server) readdir(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 			return st
 		}
 		defer func() { r.DirAttr = o.postOp(dir) }()
-		at, st := o.attr(dir)
-		if st != nfs3.OK {
+		if st := o.readableDir(dir); st != nfs3.OK {
 			return st
 		}
-		if at.Type != nfs3.TypeDir {
-			return nfs3.ErrNotDir
-		}
-		if st := may(&at, &o.cr, nfs3.AccessRead, false); st != nfs3.OK {
-			return st
-		}
-		used := readdirBase
-		full := false
+		f := newDirFill(a.Count)
 		r.EOF, st = o.listDir(dir, a.Cookie, func(name string, ino, next uint64) bool {
 			e := nfs3.Entry{FileID: ino, Name: name, Cookie: next}
-			if used+e.EncodedLen() > int(min(a.Count, nfs3.MaxDirCount)) {
-				full = true
+			if !f.fits(e.EncodedLen()) {
 				return false
 			}
-			used += e.EncodedLen()
 			r.Entries = append(r.Entries, e)
 			return true
 		})
-		if st == nfs3.OK && full && len(r.Entries) == 0 {
-			return nfs3.ErrTooSmall
-		}
-		return st
+		return f.status(st, len(r.Entries))
 	}()
 	return reply(nfs3.ProcReaddir, a.Count, &r)
 }
@@ -752,33 +782,20 @@ func (s *Server) readdirplus(ctx context.Context, c *rpc.Call) (rpc.Body, error)
 			return st
 		}
 		defer func() { r.DirAttr = o.postOp(dir) }()
-		at, st := o.attr(dir)
-		if st != nfs3.OK {
+		if st := o.readableDir(dir); st != nfs3.OK {
 			return st
 		}
-		if at.Type != nfs3.TypeDir {
-			return nfs3.ErrNotDir
-		}
-		if st := may(&at, &o.cr, nfs3.AccessRead, false); st != nfs3.OK {
-			return st
-		}
-		used := readdirBase
-		full := false
+		f := newDirFill(a.MaxCount)
 		r.EOF, st = o.listDir(dir, a.Cookie, func(name string, ino, next uint64) bool {
 			e := nfs3.EntryPlus{FileID: ino, Name: name, Cookie: next, Attr: o.postOp(ino)}
 			e.FH = nfs3.PostOpFH{Present: true, FH: o.handle(ino)}
-			if used+e.EncodedLen() > int(min(a.MaxCount, nfs3.MaxDirCount)) {
-				full = true
+			if !f.fits(e.EncodedLen()) {
 				return false
 			}
-			used += e.EncodedLen()
 			r.Entries = append(r.Entries, e)
 			return true
 		})
-		if st == nfs3.OK && full && len(r.Entries) == 0 {
-			return nfs3.ErrTooSmall
-		}
-		return st
+		return f.status(st, len(r.Entries))
 	}()
 	return reply(nfs3.ProcReaddirplus, a.MaxCount, &r)
 }
