@@ -57,6 +57,7 @@ type nfsFlags struct {
 	transport string
 	nfsPort   int
 	mountPort int
+	export    string
 	uid, gid  uint
 	timeout   time.Duration
 	tf        transportFlags
@@ -65,7 +66,8 @@ type nfsFlags struct {
 func (f *nfsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.transport, "transport", "rdma", "how NFS travels: rdma (the software iWARP) or tcp; MOUNT always uses TCP (RFC 8267)")
 	fs.IntVar(&f.nfsPort, "nfs-port", 0, "NFS port (default 20049 for rdma, 2049 for tcp)")
-	fs.IntVar(&f.mountPort, "mount-port", 2049, "MOUNT port on TCP (rpcrdma nfs serve: its NFS TCP port; knfsd: mountd's, often 20048)")
+	fs.IntVar(&f.mountPort, "mount-port", 0, "MOUNT port on TCP (default: with --transport tcp the NFS port, else 2049, where rpcrdma nfs serve and willscott/go-nfs serve it; knfsd: mountd's, often 20048)")
+	fs.StringVar(&f.export, "export", "", "the export the path lies in, mounted without asking MOUNT EXPORT for the list (for servers without EXPORT, such as willscott/go-nfs)")
 	fs.UintVar(&f.uid, "uid", 0, "AUTH_SYS uid")
 	fs.UintVar(&f.gid, "gid", 0, "AUTH_SYS gid")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "bound on connecting and on each call")
@@ -87,7 +89,14 @@ func (f *nfsFlags) addrs(host string) (nfsAddr, mountAddr string) {
 			port = 2049
 		}
 	}
-	return net.JoinHostPort(host, strconv.Itoa(port)), net.JoinHostPort(host, strconv.Itoa(f.mountPort))
+	mport := f.mountPort
+	if mport == 0 {
+		mport = 2049
+		if f.transport == "tcp" {
+			mport = port
+		}
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port)), net.JoinHostPort(host, strconv.Itoa(mport))
 }
 
 // dialer returns how to reach host's NFS service, recording RDMA
@@ -130,20 +139,14 @@ func parseRemote(s string) (remote, bool) {
 // that is a prefix), mounts it and returns the client and the path inside.
 func (f *nfsFlags) mountRemote(ctx context.Context, r remote, conns *[]*rpcrdma.Conn) (*nfs.Client, string, error) {
 	_, mountAddr := f.addrs(r.host)
-	exports, err := nfs.Exports(ctx, mountAddr)
-	if err != nil {
-		return nil, "", err
-	}
-	slices.SortFunc(exports, func(a, b mountExport) int { return len(b.Dir) - len(a.Dir) })
-	export := ""
-	for _, e := range exports {
-		if r.path == e.Dir || strings.HasPrefix(r.path, strings.TrimSuffix(e.Dir, "/")+"/") {
-			export = e.Dir
-			break
-		}
-	}
+	export := f.export
 	if export == "" {
-		return nil, "", fmt.Errorf("%s is in none of %s's exports", r.path, r.host)
+		var err error
+		if export, err = findExport(ctx, mountAddr, r); err != nil {
+			return nil, "", err
+		}
+	} else if !inExport(r.path, export) {
+		return nil, "", fmt.Errorf("%s is not in --export %s", r.path, export)
 	}
 	dial, err := f.dialer(r.host, conns)
 	if err != nil {
@@ -158,5 +161,26 @@ func (f *nfsFlags) mountRemote(ctx context.Context, r remote, conns *[]*rpcrdma.
 }
 
 type mountExport = mount.ExportNode
+
+// findExport returns the export r.path lies in: the longest of the
+// server's exports (MOUNT EXPORT) that is a prefix of it.
+func findExport(ctx context.Context, mountAddr string, r remote) (string, error) {
+	exports, err := nfs.Exports(ctx, mountAddr)
+	if err != nil {
+		return "", err
+	}
+	slices.SortFunc(exports, func(a, b mountExport) int { return len(b.Dir) - len(a.Dir) })
+	for _, e := range exports {
+		if inExport(r.path, e.Dir) {
+			return e.Dir, nil
+		}
+	}
+	return "", fmt.Errorf("%s is in none of %s's exports", r.path, r.host)
+}
+
+// inExport reports whether p is export or lies under it.
+func inExport(p, export string) bool {
+	return p == export || strings.HasPrefix(p, strings.TrimSuffix(export, "/")+"/")
+}
 
 var errNotRemote = errors.New("want HOST:/export/path")

@@ -149,6 +149,27 @@ func TestNFSCommands(t *testing.T) {
 	}
 }
 
+// TestNFSExportFlag: --export mounts without asking EXPORT (as against
+// willscott/go-nfs, which has none), and over TCP MOUNT defaults to the
+// NFS port, where go-nfs and rpcrdma nfs serve both serve it.
+func TestNFSExportFlag(t *testing.T) {
+	s := startNFSServe(t)
+	os.WriteFile(filepath.Join(s.dir, "hello.txt"), []byte("hello, nfs\n"), 0o644)
+	out, errOut, code := rpcrdmaCmd(t, 20*time.Second, "nfs", "cat", "--transport", "tcp", "--nfs-port", s.tcpPort, "--export", "/export", "127.0.0.1:/export/hello.txt")
+	if code != 0 || out != "hello, nfs\n" {
+		t.Errorf("cat --export /export: exit %d %q %s", code, out, errOut)
+	}
+	_, errOut, code = rpcrdmaCmd(t, 20*time.Second, "nfs", "cat", "--transport", "tcp", "--nfs-port", s.tcpPort, "--export", "/other", "127.0.0.1:/export/hello.txt")
+	if code != 1 || !strings.Contains(errOut, "not in --export /other") {
+		t.Errorf("cat of a path outside --export: exit %d %s", code, errOut)
+	}
+	// An export the server does not have: MNT itself answers, not EXPORT.
+	_, errOut, code = rpcrdmaCmd(t, 20*time.Second, "nfs", "cat", "--transport", "tcp", "--nfs-port", s.tcpPort, "--export", "/nope", "127.0.0.1:/nope/hello.txt")
+	if code != 1 || !strings.Contains(errOut, "MNT /nope") {
+		t.Errorf("cat in a missing export: exit %d %s", code, errOut)
+	}
+}
+
 // TestNFSServeReadOnly: nfs serve --ro refuses a copy in.
 func TestNFSServeReadOnly(t *testing.T) {
 	s := startNFSServe(t, "--ro")

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// server is one NFS server the client is run against.
+type server struct {
+	name string
+	args []string // rpcrdma nfs bench flags that reach it
+}
+
+// nfsCase is one `rpcrdma nfs bench` run.
+type nfsCase struct {
+	name string
+	args []string
+	iops bool // report ops/s rather than MB/s
+}
+
+var nfsCases = []nfsCase{
+	{"1 MiB seq WRITE qd 4", []string{"--op", "write", "--pattern", "seq", "--bs", "1m", "--qd", "4"}, false},
+	{"1 MiB seq READ qd 4", []string{"--op", "read", "--pattern", "seq", "--bs", "1m", "--qd", "4"}, false},
+	{"4 KiB rand READ qd 32", []string{"--op", "read", "--pattern", "rand", "--bs", "4k", "--qd", "32"}, true},
+}
+
+// samples holds each figure's value per round, by key.
+type samples map[string][]float64
+
+func compare(args []string) error {
+	fs := flag.NewFlagSet("compare", flag.ExitOnError)
+	rounds := fs.Int("rounds", 5, "rounds; every case runs once per round against every server")
+	duration := fs.Duration("duration", time.Second, "measuring time of each case")
+	dir := fs.String("dir", "/dev/shm/rpcrdma-nfs-compare", "the directory all servers serve (tmpfs); created, and the bench file left in it")
+	size := fs.String("size", "64m", "size of the file read and written")
+	bin := fs.String("rpcrdma", "", "the rpcrdma command to use; default: build the one of this checkout")
+	fs.Parse(args)
+	if *rounds < 1 {
+		return errors.New("-rounds: want at least 1")
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "gonfs-compare")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if *bin == "" {
+		if *bin, err = buildRpcrdma(tmp); err != nil {
+			return err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	ours := exec.Command(*bin, "nfs", "serve", "--log-level", "warn",
+		"--tcp", "127.0.0.1:"+ports[0], "--rdma", "127.0.0.1:"+ports[1], *dir)
+	theirs := exec.Command(self, "serve", "-addr", "127.0.0.1:"+ports[2], *dir)
+	for _, c := range []*exec.Cmd{ours, theirs} {
+		c.Stderr = os.Stderr
+		if err := c.Start(); err != nil {
+			return err
+		}
+		defer func() { c.Process.Kill(); c.Wait() }()
+	}
+	for _, p := range ports {
+		if err := waitListening("127.0.0.1:" + p); err != nil {
+			return err
+		}
+	}
+	servers := []server{
+		{"rpcrdma nfs serve, RDMA", []string{"--transport", "rdma", "--crc", "--nfs-port", ports[1], "--mount-port", ports[0], "127.0.0.1:/export"}},
+		{"rpcrdma nfs serve, TCP", []string{"--transport", "tcp", "--nfs-port", ports[0], "127.0.0.1:/export"}},
+		{"go-nfs, TCP", []string{"--transport", "tcp", "--nfs-port", ports[2], "--export", "/", "127.0.0.1:/"}},
+	}
+	fmt.Fprintf(os.Stderr, "%d rounds of %d cases against %d servers and rpcrdma bench, %v each, on %s\n",
+		*rounds, len(nfsCases), len(servers), *duration, *dir)
+	s := samples{}
+	for r := range *rounds {
+		// Rotate the servers' order each round, so that none is always
+		// measured first or right after the plain bench.
+		order := slices.Clone(servers)
+		for range r % len(order) {
+			order = append(order[1:], order[0])
+		}
+		w, rd, err := plainBench(*bin, *duration)
+		if err != nil {
+			return err
+		}
+		s.add("plain WRITE", w)
+		s.add("plain READ", rd)
+		for _, sv := range order {
+			for _, c := range nfsCases {
+				v, err := nfsBench(*bin, sv, c, *duration, *size)
+				if err != nil {
+					return fmt.Errorf("%s against %s: %w", c.name, sv.name, err)
+				}
+				s.add(c.name+"|"+sv.name, v)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "round %d of %d done\n", r+1, *rounds)
+	}
+	report(s, servers)
+	return nil
+}
+
+func (s samples) add(k string, v float64) { s[k] = append(s[k], v) }
+
+// ratio returns a/b per round.
+func (s samples) ratio(a, b string) []float64 {
+	out := make([]float64, len(s[a]))
+	for i := range out {
+		out[i] = s[a][i] / s[b][i]
+	}
+	return out
+}
+
+// stat renders the median and range of v with prec decimals.
+func stat(v []float64, prec int) string {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	med := v[len(v)/2]
+	if len(v)%2 == 0 {
+		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	f := "%." + strconv.Itoa(prec) + "f"
+	return fmt.Sprintf(f+" ("+f+"-"+f+")", med, v[0], v[len(v)-1])
+}
+
+func report(s samples, servers []server) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "case")
+	for _, sv := range servers {
+		fmt.Fprint(tw, "\t"+sv.name)
+	}
+	fmt.Fprintln(tw, "\trpcrdma bench, RDMA (no NFS)\t")
+	for _, c := range nfsCases {
+		fmt.Fprint(tw, c.name)
+		for _, sv := range servers {
+			unit := " MB/s"
+			if c.iops {
+				unit = " IOPS"
+			}
+			fmt.Fprint(tw, "\t"+stat(s[c.name+"|"+sv.name], 0)+unit)
+		}
+		switch {
+		case strings.Contains(c.name, "WRITE"):
+			fmt.Fprint(tw, "\t"+stat(s["plain WRITE"], 0)+" MB/s")
+		case !c.iops:
+			fmt.Fprint(tw, "\t"+stat(s["plain READ"], 0)+" MB/s")
+		default:
+			fmt.Fprint(tw, "\t-")
+		}
+		fmt.Fprintln(tw, "\t")
+	}
+	tw.Flush()
+	fmt.Println("\nratios, each taken within a round (median and range):")
+	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	rdma, tcp, gonfs := servers[0].name, servers[1].name, servers[2].name
+	for _, c := range nfsCases {
+		if !c.iops {
+			plain := "plain READ"
+			if strings.Contains(c.name, "WRITE") {
+				plain = "plain WRITE"
+			}
+			fmt.Fprintf(tw, "%s: NFS over RDMA / rpcrdma bench\t%s\t(target at least 0.8)\n", c.name, stat(s.ratio(c.name+"|"+rdma, plain), 2))
+		}
+		target := "3"
+		if c.iops {
+			target = "1.5"
+		}
+		fmt.Fprintf(tw, "%s: NFS over RDMA / go-nfs\t%s\t(target at least %s)\n", c.name, stat(s.ratio(c.name+"|"+rdma, c.name+"|"+gonfs), 2), target)
+		fmt.Fprintf(tw, "%s: NFS over TCP / go-nfs\t%s\t\n", c.name, stat(s.ratio(c.name+"|"+tcp, c.name+"|"+gonfs), 2))
+	}
+	tw.Flush()
+}
+
+// nfsBench runs one case against one server and returns its MB/s, or its
+// ops/s for an IOPS case.
+func nfsBench(bin string, sv server, c nfsCase, d time.Duration, size string) (float64, error) {
+	args := append([]string{"nfs", "bench", "--json", "--duration", d.String(), "--size", size}, c.args...)
+	args = append(args, sv.args...)
+	var out struct {
+		Results []struct {
+			OpsPerSec float64 `json:"ops_per_sec"`
+			MBPerSec  float64 `json:"mb_per_sec"`
+		} `json:"results"`
+	}
+	if err := runJSON(bin, args, &out); err != nil {
+		return 0, err
+	}
+	if len(out.Results) != 1 {
+		return 0, fmt.Errorf("rpcrdma nfs bench gave %d results, want 1", len(out.Results))
+	}
+	if c.iops {
+		return out.Results[0].OpsPerSec, nil
+	}
+	return out.Results[0].MBPerSec, nil
+}
+
+// plainBench runs `rpcrdma bench` once and returns its 1 MiB WRITE and
+// READ MB/s over RDMA with 4 calls outstanding.
+func plainBench(bin string, d time.Duration) (write, read float64, err error) {
+	var out struct {
+		Results []struct {
+			Transport   string  `json:"transport"`
+			Op          string  `json:"op"`
+			Size        int     `json:"size"`
+			Outstanding int     `json:"outstanding"`
+			MBPerSec    float64 `json:"mb_per_sec"`
+		} `json:"results"`
+	}
+	if err := runJSON(bin, []string{"bench", "--json", "--crc", "--rounds", "1", "--duration", d.String()}, &out); err != nil {
+		return 0, 0, err
+	}
+	for _, r := range out.Results {
+		if r.Transport == "rdma" && r.Size == 1<<20 && r.Outstanding == 4 {
+			switch r.Op {
+			case "WRITE":
+				write = r.MBPerSec
+			case "READ":
+				read = r.MBPerSec
+			}
+		}
+	}
+	if write == 0 || read == 0 {
+		return 0, 0, errors.New("rpcrdma bench: no rdma 1 MiB WRITE and READ with 4 outstanding in its results")
+	}
+	return write, read, nil
+}
+
+// runJSON runs bin with args, bounded in time, and decodes its standard
+// output into v.
+func runJSON(bin string, args []string, v any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", filepath.Base(bin), strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return json.Unmarshal(stdout.Bytes(), v)
+}
+
+// buildRpcrdma builds the rpcrdma command of the checkout this module
+// lies in (two directories up) into dir.
+func buildRpcrdma(dir string) (string, error) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return "", err
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "go.mod")); err != nil || !bytes.HasPrefix(b, []byte("module github.com/go-rpcrdma/rpcrdma\n")) {
+		return "", errors.New("run compare in bench/gonfs of a go-rpcrdma checkout, or give -rpcrdma")
+	}
+	bin := filepath.Join(dir, "rpcrdma")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/rpcrdma")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+	return bin, cmd.Run()
+}
+
+// freePorts returns n TCP ports on 127.0.0.1 that were free a moment ago.
+func freePorts(n int) ([]string, error) {
+	var ports []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	}
+	return ports, nil
+}
+
+// waitListening waits up to 30 s for addr to accept a TCP connection.
+func waitListening(addr string) error {
+	for range 300 {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("nothing listening on %s after 30 s", addr)
+}
