@@ -68,14 +68,15 @@ func compare(args []string) error {
 	if err != nil {
 		return err
 	}
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return err
 	}
 	ours := exec.Command(*bin, "nfs", "serve", "--log-level", "warn",
 		"--tcp", "127.0.0.1:"+ports[0], "--rdma", "127.0.0.1:"+ports[1], *dir)
 	theirs := exec.Command(self, "serve", "-addr", "127.0.0.1:"+ports[2], *dir)
-	for _, c := range []*exec.Cmd{ours, theirs} {
+	plain := exec.Command(*bin, "serve", "--log-level", "warn", "--listen", "127.0.0.1:"+ports[3])
+	for _, c := range []*exec.Cmd{ours, theirs, plain} {
 		c.Stderr = os.Stderr
 		if err := c.Start(); err != nil {
 			return err
@@ -102,12 +103,14 @@ func compare(args []string) error {
 		for range r % len(order) {
 			order = append(order[1:], order[0])
 		}
-		w, rd, err := plainBench(*bin, *duration)
-		if err != nil {
-			return err
+		for _, b := range []struct{ key, connect string }{{"plain", ""}, {"served", "127.0.0.1:" + ports[3]}} {
+			w, rd, err := plainBench(*bin, b.connect, *duration)
+			if err != nil {
+				return err
+			}
+			s.add(b.key+" WRITE", w)
+			s.add(b.key+" READ", rd)
 		}
-		s.add("plain WRITE", w)
-		s.add("plain READ", rd)
 		for _, sv := range order {
 			for _, c := range nfsCases {
 				v, err := nfsBench(*bin, sv, c, *duration, *size)
@@ -152,7 +155,7 @@ func report(s samples, servers []server) {
 	for _, sv := range servers {
 		fmt.Fprint(tw, "\t"+sv.name)
 	}
-	fmt.Fprintln(tw, "\trpcrdma bench, RDMA (no NFS)\t")
+	fmt.Fprintln(tw, "\trpcrdma bench, RDMA (no NFS)\trpcrdma bench --connect (rpcrdma serve)\t")
 	for _, c := range nfsCases {
 		fmt.Fprint(tw, c.name)
 		for _, sv := range servers {
@@ -164,11 +167,11 @@ func report(s samples, servers []server) {
 		}
 		switch {
 		case strings.Contains(c.name, "WRITE"):
-			fmt.Fprint(tw, "\t"+stat(s["plain WRITE"], 0)+" MB/s")
+			fmt.Fprint(tw, "\t"+stat(s["plain WRITE"], 0)+" MB/s\t"+stat(s["served WRITE"], 0)+" MB/s")
 		case !c.iops:
-			fmt.Fprint(tw, "\t"+stat(s["plain READ"], 0)+" MB/s")
+			fmt.Fprint(tw, "\t"+stat(s["plain READ"], 0)+" MB/s\t"+stat(s["served READ"], 0)+" MB/s")
 		default:
-			fmt.Fprint(tw, "\t-")
+			fmt.Fprint(tw, "\t-\t-")
 		}
 		fmt.Fprintln(tw, "\t")
 	}
@@ -178,11 +181,12 @@ func report(s samples, servers []server) {
 	rdma, tcp, gonfs := servers[0].name, servers[1].name, servers[2].name
 	for _, c := range nfsCases {
 		if !c.iops {
-			plain := "plain READ"
+			op := " READ"
 			if strings.Contains(c.name, "WRITE") {
-				plain = "plain WRITE"
+				op = " WRITE"
 			}
-			fmt.Fprintf(tw, "%s: NFS over RDMA / rpcrdma bench\t%s\t(target at least 0.8)\n", c.name, stat(s.ratio(c.name+"|"+rdma, plain), 2))
+			fmt.Fprintf(tw, "%s: NFS over RDMA / rpcrdma bench\t%s\t(target at least 0.8)\n", c.name, stat(s.ratio(c.name+"|"+rdma, "plain"+op), 2))
+			fmt.Fprintf(tw, "%s: NFS over RDMA / rpcrdma bench --connect\t%s\t(client and server in two processes, as for NFS)\n", c.name, stat(s.ratio(c.name+"|"+rdma, "served"+op), 2))
 		}
 		target := "3"
 		if c.iops {
@@ -217,9 +221,10 @@ func nfsBench(bin string, sv server, c nfsCase, d time.Duration, size string) (f
 	return out.Results[0].MBPerSec, nil
 }
 
-// plainBench runs `rpcrdma bench` once and returns its 1 MiB WRITE and
-// READ MB/s over RDMA with 4 calls outstanding.
-func plainBench(bin string, d time.Duration) (write, read float64, err error) {
+// plainBench runs `rpcrdma bench` once, against its in-process server or,
+// with connect, against `rpcrdma serve` there, and returns its 1 MiB WRITE
+// and READ MB/s over RDMA with 4 calls outstanding.
+func plainBench(bin, connect string, d time.Duration) (write, read float64, err error) {
 	var out struct {
 		Results []struct {
 			Transport   string  `json:"transport"`
@@ -229,7 +234,11 @@ func plainBench(bin string, d time.Duration) (write, read float64, err error) {
 			MBPerSec    float64 `json:"mb_per_sec"`
 		} `json:"results"`
 	}
-	if err := runJSON(bin, []string{"bench", "--json", "--crc", "--rounds", "1", "--duration", d.String()}, &out); err != nil {
+	args := []string{"bench", "--json", "--crc", "--rounds", "1", "--duration", d.String()}
+	if connect != "" {
+		args = append(args, "--connect", connect)
+	}
+	if err := runJSON(bin, args, &out); err != nil {
 		return 0, 0, err
 	}
 	for _, r := range out.Results {

@@ -74,6 +74,22 @@ func (f *nfsFlags) register(fs *flag.FlagSet) {
 	f.tf.register(fs, false)
 }
 
+// parse parses args into fs, on which f is registered, checks f, and
+// wants nargs arguments after the flags.
+func (f *nfsFlags) parse(fs *flag.FlagSet, args []string, nargs int) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	if fs.NArg() != nargs {
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}
+
 func (f *nfsFlags) check() error {
 	if f.transport != "rdma" && f.transport != "tcp" {
 		return fmt.Errorf("--transport %q: want rdma or tcp", f.transport)

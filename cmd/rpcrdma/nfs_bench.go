@@ -73,15 +73,8 @@ func nfsBench(args []string, stdout, stderr io.Writer) error {
 	sizeFlag := fs.String("size", "256m", "size of the file the bench reads and writes")
 	name := fs.String("file", "rpcrdma-nfs-bench.dat", "the file, in the directory given")
 	jsonOut := fs.Bool("json", false, "print one JSON object with a results array instead of a table")
-	if err := parse(fs, args); err != nil {
+	if err := f.parse(fs, args, 1); err != nil {
 		return err
-	}
-	if err := f.check(); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errUsage
 	}
 	r, ok := parseRemote(fs.Arg(0))
 	if !ok {

@@ -19,39 +19,72 @@ func fileCmd(name, synopsis string, nargs int, args []string, stderr io.Writer) 
 	fs := newFlags("nfs "+name, "nfs "+synopsis, stderr)
 	f := new(nfsFlags)
 	f.register(fs)
-	if err := parse(fs, args); err != nil {
+	if err := f.parse(fs, args, nargs); err != nil {
 		return nil, nil, nil, nil, err
-	}
-	if err := f.check(); err != nil {
-		return nil, nil, nil, nil, err
-	}
-	if fs.NArg() != nargs {
-		fs.Usage()
-		return nil, nil, nil, nil, errUsage
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	return f, fs.Args(), ctx, cancel, nil
 }
 
-func nfsLs(args []string, stdout, stderr io.Writer) error {
-	f, rest, ctx, cancel, err := fileCmd("ls", "ls [flags] HOST:/export/path", 1, args, stderr)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	r, ok := parseRemote(rest[0])
+// lookupRemote mounts the export HOST:/export/path lies in and looks the
+// path up. It returns the client, which the caller closes, the path
+// inside the export, and the path's handle and attributes.
+func (f *nfsFlags) lookupRemote(ctx context.Context, arg string) (*nfs.Client, string, nfs3.FileHandle, nfs3.Attr, error) {
+	r, ok := parseRemote(arg)
 	if !ok {
-		return errNotRemote
+		return nil, "", nil, nfs3.Attr{}, errNotRemote
 	}
 	c, p, err := f.mountRemote(ctx, r, nil)
 	if err != nil {
-		return err
+		return nil, "", nil, nfs3.Attr{}, err
 	}
-	defer c.Close()
 	fh, a, err := c.LookupPath(ctx, p)
+	if err != nil {
+		c.Close()
+		return nil, "", nil, nfs3.Attr{}, err
+	}
+	return c, p, fh, a, nil
+}
+
+// remoteFile is the one HOST:/export/path argument of ls and cat, looked
+// up on its mounted export.
+type remoteFile struct {
+	ctx    context.Context
+	c      *nfs.Client
+	path   string // inside the export
+	fh     nfs3.FileHandle
+	attr   nfs3.Attr
+	cancel context.CancelFunc
+}
+
+// remoteFileCmd parses the command line of ls or cat and looks its
+// argument up; the caller closes the result.
+func remoteFileCmd(name string, args []string, stderr io.Writer) (*remoteFile, error) {
+	f, rest, ctx, cancel, err := fileCmd(name, name+" [flags] HOST:/export/path", 1, args, stderr)
+	if err != nil {
+		return nil, err
+	}
+	rf := &remoteFile{ctx: ctx, cancel: cancel}
+	if rf.c, rf.path, rf.fh, rf.attr, err = f.lookupRemote(ctx, rest[0]); err != nil {
+		cancel()
+		return nil, err
+	}
+	return rf, nil
+}
+
+// close unmounts and ends the command's time bound.
+func (rf *remoteFile) close() {
+	rf.c.Close()
+	rf.cancel()
+}
+
+func nfsLs(args []string, stdout, stderr io.Writer) error {
+	rf, err := remoteFileCmd("ls", args, stderr)
 	if err != nil {
 		return err
 	}
+	defer rf.close()
+	ctx, c, p, fh, a := rf.ctx, rf.c, rf.path, rf.fh, rf.attr
 	tw := tabwriter.NewWriter(stdout, 0, 0, 1, ' ', tabwriter.AlignRight)
 	line := func(name string, a nfs3.Attr) {
 		t := time.Unix(int64(a.Mtime.Seconds), 0).UTC().Format("2006-01-02 15:04")
@@ -92,25 +125,12 @@ func modeString(a nfs3.Attr) string {
 }
 
 func nfsCat(args []string, stdout, stderr io.Writer) error {
-	f, rest, ctx, cancel, err := fileCmd("cat", "cat [flags] HOST:/export/path", 1, args, stderr)
+	rf, err := remoteFileCmd("cat", args, stderr)
 	if err != nil {
 		return err
 	}
-	defer cancel()
-	r, ok := parseRemote(rest[0])
-	if !ok {
-		return errNotRemote
-	}
-	c, p, err := f.mountRemote(ctx, r, nil)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	fh, _, err := c.LookupPath(ctx, p)
-	if err != nil {
-		return err
-	}
-	_, err = download(ctx, c, fh, stdout)
+	defer rf.close()
+	_, err = download(rf.ctx, rf.c, rf.fh, stdout)
 	return err
 }
 
@@ -182,21 +202,17 @@ func nfsCp(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer cancel()
-	src, srcRemote := parseRemote(rest[0])
+	_, srcRemote := parseRemote(rest[0])
 	dst, dstRemote := parseRemote(rest[1])
 	start := time.Now()
 	var n int64
 	switch {
 	case srcRemote && !dstRemote:
-		c, p, err := f.mountRemote(ctx, src, nil)
+		c, _, fh, _, err := f.lookupRemote(ctx, rest[0])
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		fh, _, err := c.LookupPath(ctx, p)
-		if err != nil {
-			return err
-		}
 		out, err := os.Create(rest[1])
 		if err != nil {
 			return err

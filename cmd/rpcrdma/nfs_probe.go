@@ -17,15 +17,8 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("nfs probe", "nfs probe [flags] HOST", stderr)
 	var f nfsFlags
 	f.register(fs)
-	if err := parse(fs, args); err != nil {
+	if err := f.parse(fs, args, 1); err != nil {
 		return err
-	}
-	if err := f.check(); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errUsage
 	}
 	host := fs.Arg(0)
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
