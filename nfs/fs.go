@@ -36,6 +36,10 @@ type FS interface {
 	Readlink(ctx context.Context, ino uint64) (string, error)
 	// ReadAt reads into p from offset off of the regular file ino and
 	// returns the bytes read and whether they reach the end of the file.
+	// eof may be false where finding it out costs more (another stat):
+	// the server also reports the end of the file when the bytes read
+	// reach the size Getattr gave just before the read, the size its
+	// reply carries.
 	ReadAt(ctx context.Context, ino uint64, p []byte, off int64) (n int, eof bool, err error)
 	// WriteAt writes p at offset off of the regular file ino and returns
 	// how far it made the data stable (at least what stable asks).

@@ -304,7 +304,10 @@ func (l *LocalFS) Readlink(ctx context.Context, ino uint64) (string, error) {
 	return l.root.Readlink(p)
 }
 
-// ReadAt reads from the file ino.
+// ReadAt reads from the file ino. It reports the end of the file only
+// when it read less than len(b): a read that ends exactly there is left to
+// the server's check against the size (see FS), which spares a stat per
+// READ.
 func (l *LocalFS) ReadAt(ctx context.Context, ino uint64, b []byte, off int64) (int, bool, error) {
 	f, err := l.files.open(ino, false)
 	if err != nil {
@@ -315,14 +318,7 @@ func (l *LocalFS) ReadAt(ctx context.Context, ino uint64, b []byte, off int64) (
 	if err == io.EOF {
 		return n, true, nil
 	}
-	if err != nil {
-		return n, false, err
-	}
-	var st syscall.Stat_t
-	if err := f.fstat(&st); err != nil {
-		return n, false, err
-	}
-	return n, off+int64(n) >= st.Size, nil
+	return n, false, err
 }
 
 // WriteAt writes to the file ino; DATA_SYNC and FILE_SYNC writes are

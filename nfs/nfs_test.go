@@ -223,6 +223,14 @@ func TestProcedures(t *testing.T) {
 		if err != nil || nr != 50 || !eof {
 			t.Fatalf("READ at the end: %d eof %v %v", nr, eof, err)
 		}
+		// A READ that ends exactly at the end of the file says so (the
+		// server's check against the size), one just short of it not.
+		if nr, eof, err = c.Read(ctx, fh, back[:50], uint64(len(data)-50)); err != nil || nr != 50 || !eof {
+			t.Fatalf("READ ending at the end: %d eof %v %v", nr, eof, err)
+		}
+		if nr, eof, err = c.Read(ctx, fh, back[:49], uint64(len(data)-50)); err != nil || nr != 49 || eof {
+			t.Fatalf("READ ending before the end: %d eof %v %v", nr, eof, err)
+		}
 		a, err := c.Getattr(ctx, fh)
 		if err != nil || a.Size != uint64(len(data)) || a.Mode != 0o640 || a.Type != nfs3.TypeReg {
 			t.Fatalf("GETATTR: %+v %v", a, err)

@@ -75,10 +75,43 @@ type Server struct {
 	log     *slog.Logger
 	mounts  mountTable
 
-	// reads holds idle readStates for reuse (see readState). A channel
-	// rather than a sync.Pool bounds the memory kept.
-	reads  chan *readState
-	writes chan *writeState
+	// reads holds idle readStates for reuse (see readState). A bounded
+	// stack rather than a sync.Pool bounds the memory kept.
+	reads  idle[*readState]
+	writes idle[*writeState]
+}
+
+// idle is a bounded stack of states kept for reuse: last in, first out,
+// so that the few buffers a steady stream of calls needs are the ones
+// used again, and stay in the processor's cache, where a queue would
+// cycle through all of them. Safe for concurrent use.
+type idle[T any] struct {
+	mu   sync.Mutex
+	kept []T // at most cap(kept)
+}
+
+// get returns the most recently put state, or false if none is kept.
+func (q *idle[T]) get() (T, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var zero T
+	n := len(q.kept)
+	if n == 0 {
+		return zero, false
+	}
+	t := q.kept[n-1]
+	q.kept[n-1] = zero
+	q.kept = q.kept[:n-1]
+	return t, true
+}
+
+// put keeps t unless the stack is full.
+func (q *idle[T]) put(t T) {
+	q.mu.Lock()
+	if len(q.kept) < cap(q.kept) {
+		q.kept = append(q.kept, t)
+	}
+	q.mu.Unlock()
 }
 
 type export struct {
@@ -107,10 +140,8 @@ type readState struct {
 
 // getRead returns an idle readState, or a new one.
 func (s *Server) getRead() *readState {
-	select {
-	case st := <-s.reads:
+	if st, ok := s.reads.get(); ok {
 		return st
-	default:
 	}
 	st := &readState{s: s, buf: make([]byte, s.maxIO), xdr: make([]byte, 0, nfs3.ProcRead.ReplySize(0))}
 	st.done = st.release
@@ -121,10 +152,7 @@ func (s *Server) getRead() *readState {
 // are idle. Nothing may use st or its memory after release.
 func (st *readState) release(rpc.Body) {
 	st.a, st.r, st.items[0] = nfs3.ReadArgs{}, nfs3.ReadRes{}, rpc.DDPItem{}
-	select {
-	case st.s.reads <- st:
-	default:
-	}
+	st.s.reads.put(st)
 }
 
 // writeState is one WRITE's arguments, results and reply, given back
@@ -139,10 +167,8 @@ type writeState struct {
 
 // getWrite returns an idle writeState, or a new one.
 func (s *Server) getWrite() *writeState {
-	select {
-	case st := <-s.writes:
+	if st, ok := s.writes.get(); ok {
 		return st
-	default:
 	}
 	st := &writeState{s: s, xdr: make([]byte, 0, nfs3.ProcWrite.ReplySize(0))}
 	st.done = st.release
@@ -153,10 +179,7 @@ func (s *Server) getWrite() *writeState {
 // are idle. Nothing may use st or its memory after release.
 func (st *writeState) release(rpc.Body) {
 	st.a, st.r = nfs3.WriteArgs{}, nfs3.WriteRes{}
-	select {
-	case st.s.writes <- st:
-	default:
-	}
+	st.s.writes.put(st)
 }
 
 // NewServer returns a Server for cfg's exports, or an error if they are
@@ -167,8 +190,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.maxIO = 1 << 20
 	}
 	s.maxIO = min(s.maxIO, nfs3.MaxData)
-	s.reads = make(chan *readState, readsKept)
-	s.writes = make(chan *writeState, readsKept)
+	s.reads.kept = make([]*readState, 0, readsKept)
+	s.writes.kept = make([]*writeState, 0, readsKept)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -337,7 +337,9 @@ func (s *Server) read(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		if err != nil {
 			return s.errStat(o.ctx, err)
 		}
-		r.Count, r.EOF, r.Data = uint32(n), eof, buf[:n]
+		// The reply's attributes are at's, so its EOF agrees with them
+		// (FS.ReadAt).
+		r.Count, r.EOF, r.Data = uint32(n), eof || a.Offset+uint64(n) >= at.Size, buf[:n]
 		return nfs3.OK
 	}()
 	b := rpc.Body{XDR: st.xdr[:0], Items: st.items[:0]}
