@@ -129,8 +129,9 @@ func TestServerIOAllocs(t *testing.T) {
 		t.Skip("the race detector makes sync.Pool drop values")
 	}
 	s, fh := benchServer(t)
-	var readArgs, writeArgs rpc.Body
+	var readArgs, smallReadArgs, writeArgs rpc.Body
 	(&nfs3.ReadArgs{FH: fh, Count: 1 << 20}).Append(&readArgs)
+	(&nfs3.ReadArgs{FH: fh, Count: 4 << 10}).Append(&smallReadArgs)
 	(&nfs3.WriteArgs{FH: fh, Count: 1 << 20, Stable: nfs3.Unstable, Data: make([]byte, 1<<20)}).Append(&writeArgs)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -138,7 +139,7 @@ func TestServerIOAllocs(t *testing.T) {
 		h     rpc.Handler
 		args  rpc.Body
 		items int
-	}{{"READ", s.read, readArgs, 1}, {"WRITE", s.write, writeArgs, 0}} {
+	}{{"READ", s.read, readArgs, 1}, {"4 KiB READ", s.read, smallReadArgs, 1}, {"WRITE", s.write, writeArgs, 0}} {
 		var c rpc.Call
 		c.AuthSys = &rpc.AuthSysParms{}
 		allocs := testing.AllocsPerRun(100, func() {
@@ -195,6 +196,51 @@ func BenchmarkClientQD4(b *testing.B) {
 					}
 				})
 			})
+		}
+	}
+}
+
+// TestServerReadBuffers: a READ of a few KiB takes a small buffer, not
+// one of MaxIO, and a burst of READs in flight leaves at most the bounded
+// number of buffers idle.
+func TestServerReadBuffers(t *testing.T) {
+	s, fh := benchServer(t)
+	ctx := context.Background()
+	read := func(count uint32) (*rpc.Call, rpc.Body) {
+		var args rpc.Body
+		(&nfs3.ReadArgs{FH: fh, Count: count}).Append(&args)
+		c := &rpc.Call{Args: args, AuthSys: &rpc.AuthSysParms{}}
+		c.Decoder().Reset(args)
+		res, err := s.read(ctx, c)
+		if err != nil || len(res.Items) != 1 || len(res.Items[0].Data) != int(count) {
+			t.Fatalf("READ %d: %v %v", count, res.Items, err)
+		}
+		return c, res
+	}
+	c, res := read(4 << 10)
+	if n := cap(res.Items[0].Data); n != smallRead {
+		t.Errorf("a 4 KiB READ's buffer holds %d bytes, want %d", n, smallRead)
+	}
+	c.AfterReply(res)
+	const burst = 2 * max(bigBufsKept, smallBufsKept)
+	for _, count := range []uint32{4 << 10, 1 << 20} {
+		var calls []*rpc.Call
+		var results []rpc.Body
+		for range burst {
+			c, res := read(count)
+			calls, results = append(calls, c), append(results, res)
+		}
+		for i, c := range calls {
+			c.AfterReply(results[i])
+		}
+	}
+	if len(s.smallBufs.kept) != smallBufsKept || len(s.bigBufs.kept) != bigBufsKept || len(s.reads.kept) > statesKept {
+		t.Errorf("after bursts of %d READs: %d small and %d MaxIO buffers, %d states idle; want %d, %d and at most %d",
+			burst, len(s.smallBufs.kept), len(s.bigBufs.kept), len(s.reads.kept), smallBufsKept, bigBufsKept, statesKept)
+	}
+	for _, b := range s.bigBufs.kept {
+		if len(b) != int(s.maxIO) {
+			t.Fatalf("an idle MaxIO buffer holds %d bytes", len(b))
 		}
 	}
 }

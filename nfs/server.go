@@ -79,6 +79,10 @@ type Server struct {
 	// stack rather than a sync.Pool bounds the memory kept.
 	reads  idle[*readState]
 	writes idle[*writeState]
+	// smallBufs and bigBufs hold idle READ buffers of smallRead and of
+	// maxIO bytes, so that a READ of a few KiB neither takes nor zeroes
+	// a buffer of MaxIO.
+	smallBufs, bigBufs idle[[]byte]
 }
 
 // idle is a bounded stack of states kept for reuse: last in, first out,
@@ -121,16 +125,23 @@ type export struct {
 	anonID Cred
 }
 
-// readsKept bounds the idle READ states: the memory a burst of READs
-// leaves pinned is at most this many times MaxIO.
-const readsKept = 16
+// Bounds on what bursts of READs and WRITEs leave pinned: statesKept idle
+// READ and WRITE states (a few hundred bytes each, enough for as many
+// calls in flight as a client's usual queue depth), bigBufsKept idle
+// READ buffers of MaxIO bytes and smallBufsKept of smallRead (4 MiB).
+const (
+	statesKept    = 128
+	bigBufsKept   = 16
+	smallBufsKept = 64
+	smallRead     = 64 << 10
+)
 
 // readState is one READ's memory: its data buffer, arguments, results and
 // reply. The handler gives it back once the reply is sent
 // (rpc.Call.AfterReply), so a steady stream of READs allocates nothing.
 type readState struct {
 	s     *Server
-	buf   []byte // s.maxIO bytes
+	buf   []byte // smallRead or s.maxIO bytes, from takeBuf; nil when idle
 	a     nfs3.ReadArgs
 	r     nfs3.ReadRes
 	xdr   []byte
@@ -143,15 +154,41 @@ func (s *Server) getRead() *readState {
 	if st, ok := s.reads.get(); ok {
 		return st
 	}
-	st := &readState{s: s, buf: make([]byte, s.maxIO), xdr: make([]byte, 0, nfs3.ProcRead.ReplySize(0))}
+	st := &readState{s: s, xdr: make([]byte, 0, nfs3.ProcRead.ReplySize(0))}
 	st.done = st.release
 	return st
 }
 
-// release forgets the call and keeps st for reuse if fewer than readsKept
-// are idle. Nothing may use st or its memory after release.
+// bufs returns the idle buffers of size n's class: smallRead bytes up to
+// smallRead, else MaxIO.
+func (s *Server) bufs(n int) *idle[[]byte] {
+	if n <= smallRead {
+		return &s.smallBufs
+	}
+	return &s.bigBufs
+}
+
+// takeBuf returns a buffer of at least n bytes (at most MaxIO) for a
+// READ: an idle one of n's class, or a new one.
+func (s *Server) takeBuf(n int) []byte {
+	q := s.bufs(n)
+	if b, ok := q.get(); ok {
+		return b
+	}
+	if q == &s.smallBufs {
+		return make([]byte, smallRead)
+	}
+	return make([]byte, s.maxIO)
+}
+
+// release forgets the call and keeps st and its buffer for reuse unless
+// as many are idle as are kept. Nothing may use st or its memory after
+// release.
 func (st *readState) release(rpc.Body) {
-	st.a, st.r, st.items[0] = nfs3.ReadArgs{}, nfs3.ReadRes{}, rpc.DDPItem{}
+	if st.buf != nil {
+		st.s.bufs(len(st.buf)).put(st.buf)
+	}
+	st.a, st.r, st.items[0], st.buf = nfs3.ReadArgs{}, nfs3.ReadRes{}, rpc.DDPItem{}, nil
 	st.s.reads.put(st)
 }
 
@@ -175,8 +212,8 @@ func (s *Server) getWrite() *writeState {
 	return st
 }
 
-// release forgets the call and keeps st for reuse if fewer than readsKept
-// are idle. Nothing may use st or its memory after release.
+// release forgets the call and keeps st for reuse if fewer than
+// statesKept are idle. Nothing may use st or its memory after release.
 func (st *writeState) release(rpc.Body) {
 	st.a, st.r = nfs3.WriteArgs{}, nfs3.WriteRes{}
 	st.s.writes.put(st)
@@ -190,8 +227,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.maxIO = 1 << 20
 	}
 	s.maxIO = min(s.maxIO, nfs3.MaxData)
-	s.reads.kept = make([]*readState, 0, readsKept)
-	s.writes.kept = make([]*writeState, 0, readsKept)
+	s.reads.kept = make([]*readState, 0, statesKept)
+	s.writes.kept = make([]*writeState, 0, statesKept)
+	s.smallBufs.kept = make([][]byte, 0, smallBufsKept)
+	s.bigBufs.kept = make([][]byte, 0, bigBufsKept)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -332,7 +332,9 @@ func (s *Server) read(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		if a.Offset > 1<<63-1 {
 			return nfs3.ErrInval
 		}
-		buf := st.buf[:min(a.Count, s.maxIO)]
+		want := min(a.Count, s.maxIO)
+		st.buf = s.takeBuf(int(want))
+		buf := st.buf[:want]
 		n, eof, err := o.ex.FS.ReadAt(o.ctx, ino, buf, int64(a.Offset))
 		if err != nil {
 			return s.errStat(o.ctx, err)
