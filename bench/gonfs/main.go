@@ -3,15 +3,18 @@
 // (the software iWARP on loopback) and over TCP, and willscott/go-nfs (the
 // most used Go NFS server; TCP only) with its go-billy osfs backend. In the
 // same run it measures `rpcrdma bench`'s plain 1 MiB READ and WRITE, the
-// RPC-over-RDMA transport without NFS, for the cost of the NFS layer. It is
-// a module of its own so that the library does not depend on go-nfs:
+// RPC-over-RDMA transport without NFS, for the cost of the NFS layer: with
+// its in-process server, and with --connect against `rpcrdma serve` in
+// another process, as the NFS server is. It is a module of its own so that
+// the library does not depend on go-nfs:
 //
 //	cd bench/gonfs && go run . compare [-rounds 5] [-duration 1s] [-dir /dev/shm/rpcrdma-nfs-compare]
 //	cd bench/gonfs && go run . serve [-addr 127.0.0.1:2050] DIR
 //
-// compare builds ../../cmd/rpcrdma, starts `rpcrdma nfs serve DIR` and
-// `gonfs serve DIR` as child processes, and then runs, per round, every
-// case against every server, one after the other, so that the servers are
+// compare builds ../../cmd/rpcrdma, starts `rpcrdma nfs serve DIR`,
+// `gonfs serve DIR` and `rpcrdma serve` as child processes, and then runs,
+// per round, the plain benches and every case against every server, one
+// after the other (the servers' order rotating), so that the servers are
 // measured over the same stretch of time and under the same load from the
 // rest of the machine. Each figure is the median of its rounds with the
 // range; each ratio is taken within a round and reported the same way.
