@@ -28,11 +28,11 @@
 // (PROG_MISMATCH, without the version range RFC 5531 Section 9 requires)
 // where PROC_UNAVAIL (3) is meant, which the client reports as a malformed
 // reply, so the client is given the export (`--export /`; any path mounts
-// the directory served). It accepts any credential, runs one call at a
-// time per connection whatever the client's queue depth, opens and stats
-// the file for every READ and WRITE, and its file handles are random keys
-// into an in-memory cache (helpers.NewCachingHandler, here 1024 entries)
-// that a restart forgets.
+// the directory served). It answers NULL for any NFS version, accepts any
+// credential, runs one call at a time per connection whatever the
+// client's queue depth, opens and stats the file for every READ and
+// WRITE, and its file handles are random keys into an in-memory cache
+// (helpers.NewCachingHandler, here 1024 entries) that a restart forgets.
 package main
 
 import (

@@ -89,7 +89,11 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 			in.Version, in.SendInline, in.RecvInline, in.Credits, in.RemoteInvalidation, in.PeerPrivateData)
 	}
 
-	// Each export: MNT, FSINFO, PATHCONF, FSSTAT.
+	// Each export, or only --export (for a server that does not list
+	// them): MNT, FSINFO, PATHCONF, FSSTAT.
+	if f.export != "" {
+		exports = []mount.ExportNode{{Dir: f.export}}
+	}
 	cred, _ := f.cred().Cred()
 	for _, e := range exports {
 		var root nfs3.FileHandle

@@ -159,6 +159,11 @@ func TestNFSExportFlag(t *testing.T) {
 	if code != 0 || out != "hello, nfs\n" {
 		t.Errorf("cat --export /export: exit %d %q %s", code, out, errOut)
 	}
+	// probe MNTs --export alone.
+	out, errOut, code = rpcrdmaCmd(t, 20*time.Second, "nfs", "probe", "--transport", "tcp", "--nfs-port", s.tcpPort, "--export", "/nope", "127.0.0.1")
+	if code != 0 || !strings.Contains(out, "MNT /nope") || strings.Contains(out, "MNT /export") {
+		t.Errorf("probe --export /nope: exit %d\n%s%s", code, out, errOut)
+	}
 	_, errOut, code = rpcrdmaCmd(t, 20*time.Second, "nfs", "cat", "--transport", "tcp", "--nfs-port", s.tcpPort, "--export", "/other", "127.0.0.1:/export/hello.txt")
 	if code != 1 || !strings.Contains(errOut, "not in --export /other") {
 		t.Errorf("cat of a path outside --export: exit %d %s", code, errOut)
