@@ -85,16 +85,16 @@ type Server struct {
 	smallBufs, bigBufs idle[[]byte]
 }
 
-// idle is a bounded stack of states kept for reuse: last in, first out,
-// so that the few buffers a steady stream of calls needs are the ones
-// used again, and stay in the processor's cache, where a queue would
-// cycle through all of them. Safe for concurrent use.
+// idle is a bounded stack of states or buffers kept for reuse: last in,
+// first out, so that the few buffers a steady stream of calls needs are
+// the ones used again, and stay in the processor's cache, where a queue
+// would cycle through all of them. Safe for concurrent use.
 type idle[T any] struct {
 	mu   sync.Mutex
 	kept []T // at most cap(kept)
 }
 
-// get returns the most recently put state, or false if none is kept.
+// get returns the most recently put value, or false if none is kept.
 func (q *idle[T]) get() (T, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -128,7 +128,8 @@ type export struct {
 // Bounds on what bursts of READs and WRITEs leave pinned: statesKept idle
 // READ and WRITE states (a few hundred bytes each, enough for as many
 // calls in flight as a client's usual queue depth), bigBufsKept idle
-// READ buffers of MaxIO bytes and smallBufsKept of smallRead (4 MiB).
+// READ buffers of MaxIO bytes and smallBufsKept of smallRead bytes (4 MiB
+// in all).
 const (
 	statesKept    = 128
 	bigBufsKept   = 16
@@ -168,8 +169,8 @@ func (s *Server) bufs(n int) *idle[[]byte] {
 	return &s.bigBufs
 }
 
-// takeBuf returns a buffer of at least n bytes (at most MaxIO) for a
-// READ: an idle one of n's class, or a new one.
+// takeBuf returns a buffer of n's class for a READ of n bytes (at most
+// MaxIO): an idle one, or a new one.
 func (s *Server) takeBuf(n int) []byte {
 	q := s.bufs(n)
 	if b, ok := q.get(); ok {
