@@ -376,7 +376,7 @@ func (c *Conn) watch() {
 	defer c.idleMu.Unlock()
 	c.watchStart = time.Now()
 	if d := c.nextCheck(0); d > 0 && c.Err() == nil {
-		c.idle = time.AfterFunc(d, c.checkIdle)
+		c.idle = c.afterFunc(d, c.checkIdle)
 	}
 }
 
@@ -398,9 +398,7 @@ func (c *Conn) nextCheck(received uint64) time.Duration {
 func (c *Conn) stopWatch() {
 	c.idleMu.Lock()
 	defer c.idleMu.Unlock()
-	if c.idle != nil {
-		c.idle.Stop()
-	}
+	c.stopTimer(c.idle)
 }
 
 // checkIdle runs on the idle timer. A connection that has received
@@ -416,7 +414,7 @@ func (c *Conn) checkIdle() {
 	case n == 0 && b.handshakeTimeout() > 0 && time.Since(c.watchStart) >= b.handshakeTimeout():
 		c.closeFor(LimitHandshakeTimeout)
 		return
-	case b.idleTimeout() > 0 && c.idleChecked && n == c.idleSeen && c.mem.inUse() == 0 && !c.resp.busy():
+	case b.idleTimeout() > 0 && c.idleChecked && n == c.idleSeen && c.mem.inUse() == 0 && c.role.outstanding() == 0:
 		c.closeFor(LimitIdle)
 		return
 	}
@@ -425,15 +423,8 @@ func (c *Conn) checkIdle() {
 	c.idleMu.Lock()
 	defer c.idleMu.Unlock()
 	if d := c.nextCheck(n); d > 0 && c.Err() == nil {
-		c.idle.Reset(d)
+		c.resetTimer(c.idle, d)
 	}
-}
-
-// busy reports whether a call is received and not yet answered.
-func (r *responder) busy() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.npending > 0
 }
 
 // callNeed returns the bytes a call may make this side hold: its read

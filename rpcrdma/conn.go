@@ -26,8 +26,10 @@ import (
 // send queue; everything that posts sends (calls, replies, RDMA Reads of
 // a call's chunks) runs on the goroutine of Send or Recv, or on a side
 // goroutine (goSide) for the RDMA_ERROR and RDMA_DONE messages, the pull
-// of a read-chunk reply and the resend after ERR_VERS; Close waits for the
-// loop and the side goroutines. A responder's loop hands calls that need
+// of a read-chunk reply and the resend after ERR_VERS; timers (afterFunc)
+// run their callbacks as side tasks too. Close waits for the loop, the
+// side goroutines and any timer callback running, and every timer is
+// stopped when the connection ends. A responder's loop hands calls that need
 // no RDMA Read to a pushed deliver function itself (pushCall), which must
 // not block either.
 //
@@ -115,11 +117,12 @@ type Conn struct {
 	errMu     sync.Mutex
 	err       error
 
-	// Side goroutines (goSide): the sends and reads the loop must not
-	// wait for. Close waits for them.
+	// Side goroutines (goSide) and timers (afterFunc): the sends, reads
+	// and checks the loop must not wait for. Close waits for them.
 	sideMu     sync.Mutex
 	sideClosed bool // set by Close once the loop has ended: no more side goroutines
 	side       sync.WaitGroup
+	timers     atomic.Int32 // timers armed by afterFunc, neither stopped nor fired
 
 	stats counters // atomic, updated by whoever sees the event
 
@@ -152,6 +155,18 @@ type role interface {
 	// outstanding returns how many calls are outstanding (requester)
 	// or received and unanswered (responder).
 	outstanding() int
+	// version returns the version in use (requester) or the highest
+	// one served (responder).
+	version() wire.Version
+	// granted returns the credit grant: the one last received
+	// (requester) or the one offered (responder).
+	granted() uint32
+	// invalidates reports whether Send With Invalidate is used, given
+	// what the private data settle for the version in use.
+	invalidates(n *negotiated) bool
+	// cancel abandons the outstanding call xid (CancelCall); a
+	// responder has none.
+	cancel(xid uint32)
 }
 
 // sendSlot is the reusable state of one send buffer: providers do not
@@ -191,29 +206,26 @@ type Info struct {
 // Info returns what the connection negotiated so far. For a requester the
 // version and credits settle with the first reply.
 func (c *Conn) Info() Info {
-	v := c.versions[len(c.versions)-1]
-	if c.req != nil {
-		v = c.req.version()
-	}
+	v := c.role.version()
 	n := c.negV[v]
-	in := Info{
-		PeerPrivateData: n.peerPD,
-		SendInline:      n.sendLimit,
-		RecvInline:      n.recvLimit,
-		Local:           c.rc.LocalAddr(),
-		Remote:          c.rc.RemoteAddr(),
+	return Info{
+		Version:            v,
+		PeerPrivateData:    n.peerPD,
+		SendInline:         n.sendLimit,
+		RecvInline:         n.recvLimit,
+		RemoteInvalidation: c.role.invalidates(&n),
+		Credits:            c.role.granted(),
+		Local:              c.rc.LocalAddr(),
+		Remote:             c.rc.RemoteAddr(),
 	}
-	if c.req != nil {
-		in.Version = c.req.version()
-		in.Credits, _ = c.req.credits.state()
-		in.RemoteInvalidation = !c.cfg.NoRemoteInvalidation
-	} else {
-		in.Version = v
-		in.Credits = c.resp.grant.Load()
-		in.RemoteInvalidation = n.peerInvalidates && !c.cfg.NoRemoteInvalidation
-	}
-	return in
 }
+
+// CancelCall implements rpc.CallCanceler. On a requester it invalidates
+// the call's registrations at once; the call keeps its credit until the
+// reply arrives, which is then dropped, and if it has not arrived within
+// Config.AbandonTimeout, the connection ends. On a responder it does
+// nothing.
+func (c *Conn) CancelCall(xid uint32) { c.role.cancel(xid) }
 
 // RDMA returns the underlying RDMA connection, for its limits and address.
 func (c *Conn) RDMA() rdma.Conn { return c.rc }
@@ -454,23 +466,79 @@ func (c *Conn) Close() error {
 
 // goSide runs f on a goroutine of its own that Close waits for: work the
 // loop must not wait for (sending RDMA_ERROR or RDMA_DONE, pulling a
-// read-chunk reply, resending a call after ERR_VERS). f must return soon
-// once the connection has ended; its sends and reads take c.ctx. It
-// reports false, without running f, once Close has stopped waiting for
-// new ones, which happens only after the loop has ended: so the loop can
-// count on f running.
+// read-chunk reply, resending a call after ERR_VERS, waiting for a share
+// of the budgets, a responder's Push). f must return soon once the
+// connection has ended; its sends and reads take c.ctx. It reports false,
+// without running f, once Close has stopped waiting for new ones, which
+// happens only after the loop has ended: so the loop can count on f
+// running.
+//
+// goSide and afterFunc are the connection's only ways to run code on
+// another goroutine besides the loop: every side send (RDMA_ERROR,
+// RDMA_DONE, a resend) goes through one of them, so Close, by waiting for
+// c.side, waits for all of it. They are not one control queue that a
+// single writer drains, as in grpc's transport, because the sends they
+// make do not need ordering among themselves: each is a whole message
+// that takes a send slot and a credit of its own (conn_send.go), so a
+// queue would add a hand-off without removing a race. What they need is
+// an owner that bounds and waits for them: the loop starts them, one per
+// received message at most, so they are bounded by the receive credits,
+// and Close waits for each.
 func (c *Conn) goSide(f func()) bool {
+	if !c.enterSide() {
+		return false
+	}
+	go func() {
+		defer c.side.Done()
+		f()
+	}()
+	return true
+}
+
+// enterSide counts one more side task for Close to wait for, unless Close
+// has stopped waiting; the caller calls c.side.Done when the task ends.
+func (c *Conn) enterSide() bool {
 	c.sideMu.Lock()
 	defer c.sideMu.Unlock()
 	if c.sideClosed {
 		return false
 	}
 	c.side.Add(1)
-	go func() {
+	return true
+}
+
+// afterFunc arms a timer that runs f after d as a side task: f does not
+// run once Close has stopped waiting for side tasks, and Close waits for
+// an f already running, so f never runs on a closed connection's freed
+// state. Whoever arms one stops it with stopTimer when what it guards is
+// over, and each owner does so when the connection ends (stopWatch,
+// pulling.put, the roles' closeAll), so none outlives Close (c.timers
+// counts those still armed, for the tests).
+func (c *Conn) afterFunc(d time.Duration, f func()) *time.Timer {
+	c.timers.Add(1)
+	return time.AfterFunc(d, func() {
+		c.timers.Add(-1)
+		if !c.enterSide() {
+			return
+		}
 		defer c.side.Done()
 		f()
-	}()
-	return true
+	})
+}
+
+// stopTimer stops t, from afterFunc; t may be nil.
+func (c *Conn) stopTimer(t *time.Timer) {
+	if t != nil && t.Stop() {
+		c.timers.Add(-1)
+	}
+}
+
+// resetTimer arms t, from afterFunc, again for d.
+func (c *Conn) resetTimer(t *time.Timer, d time.Duration) {
+	c.timers.Add(1)
+	if t.Reset(d) {
+		c.timers.Add(-1) // it was still armed
+	}
 }
 
 // sideSendTimeout bounds a side goroutine's Send: an RDMA_ERROR or

@@ -313,7 +313,8 @@ func (c *Conn) Push(deliver func(*rpc.Msg, error)) {
 		c.pushMu.Lock()
 		c.callPush = deliver
 		c.pushMu.Unlock()
-		go func() {
+		// A side goroutine, so that Close waits for it (conn.go).
+		started := c.goSide(func() {
 			for {
 				m, err := c.Recv()
 				final := err != nil
@@ -335,7 +336,13 @@ func (c *Conn) Push(deliver func(*rpc.Msg, error)) {
 					return
 				}
 			}
-		}()
+		})
+		if !started { // closed already
+			c.pushMu.Lock()
+			c.callPush = nil
+			deliver(nil, c.Err())
+			c.pushMu.Unlock()
+		}
 		return
 	}
 	c.pushMu.Lock()

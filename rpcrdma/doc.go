@@ -92,7 +92,9 @@
 // # Where things are
 //
 //   - conn.go: Conn, its fields and who owns them, the lock order, setup
-//     of the buffer rings, Close and the side goroutines Close waits for.
+//     of the buffer rings, Close, and the side goroutines and timers
+//     (goSide, afterFunc) that are the only work a connection runs off
+//     its loop, all of which Close stops or waits for.
 //   - conn_recv.go: the loop that owns the completion queue, Recv and Push.
 //   - conn_send.go: Send, and the posting every send goes through.
 //   - plan.go: how a call or a reply travels (which chunks), decided on

@@ -347,13 +347,13 @@ func testDataPaths(t *testing.T, np pairFunc) {
 			}
 		}, want{longCalls: 1, readChunks: 2, replyChunks: 1}},
 		{"read-chunk-several-segments", nil, func(t *testing.T, p *pair) {
-			p.conn.req.segSize = 4096
+			setCut(t, p.conn, chunkCut{seg: 4096})
 			data := pattern(20001, 6) // five segments, the last odd
 			rep, err := p.call(ctxT(t), procSum, ddpArgs(data), nil, 0)
 			checkSum(t, rep, err, data)
 		}, want{inline: 1, readChunks: 1}},
 		{"read-chunk-with-pad", nil, func(t *testing.T, p *pair) {
-			p.conn.req.padChunks = true // an RFC 5666 requester
+			setCut(t, p.conn, chunkCut{pad: true}) // an RFC 5666 requester
 			data := pattern(5001, 7)
 			rep, err := p.call(ctxT(t), procSum, ddpArgs(data, pattern(3, 1)), nil, 0)
 			if err != nil {
@@ -365,7 +365,7 @@ func testDataPaths(t *testing.T, np pairFunc) {
 			}
 		}, want{inline: 1, readChunks: 1}},
 		{"write-chunk-several-segments", nil, func(t *testing.T, p *pair) {
-			p.conn.req.segSize = 1500
+			setCut(t, p.conn, chunkCut{seg: 1500})
 			readInto(t, p, 7000, 9000)
 		}, want{inline: 1, writeChunks: 1}},
 		{"ddp-threshold-all-chunks", &Config{DDPThreshold: -1}, func(t *testing.T, p *pair) {

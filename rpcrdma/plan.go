@@ -27,10 +27,32 @@ type callShape struct {
 	threshold  int         // DDP-eligible items of at least this many bytes go in read chunks
 	sendLimit  int         // largest message the responder receives inline
 	replyLimit int         // largest message this requester receives inline
-	segSize    int         // cut read and write chunks into segments of at most this many bytes; 0: one segment
-	padChunks  bool        // include the XDR pad in read chunks, as RFC 5666 requesters did
+	cut        chunkCut    // how chunks are cut into segments
 	lim        wire.Limits // what the header must satisfy; MaxHeaderSize is set from sendLimit
 }
+
+// chunkCut is how a requester cuts its chunks. Ours is the zero value: one
+// segment per chunk, and read chunks without the XDR pad (RFC 8166
+// section 3.4.5). Other requesters cut otherwise: Linux's into a segment
+// per page, RFC 5666 requesters with the pad, which RFC 8166 section
+// 3.4.5 says a responder must accept. The tests plan calls as they do
+// (cutFor) to check that our responder does.
+type chunkCut struct {
+	seg int  // segments of at most this many bytes; 0: one per chunk
+	pad bool // read chunks include the XDR pad
+}
+
+// cutFor returns how c cuts its calls' chunks: the zero chunkCut unless a
+// test has set testHookCut (export_test.go), as net/http's test hooks are
+// set. It is nil outside tests, and set once, before any connection.
+func cutFor(c *Conn) chunkCut {
+	if testHookCut == nil {
+		return chunkCut{}
+	}
+	return testHookCut(c)
+}
+
+var testHookCut func(*Conn) chunkCut
 
 // callPlan is how one call travels. hdr, given to planCall, holds the
 // chunk lists.
@@ -40,6 +62,7 @@ type callPlan struct {
 	chunked   []int    // indexes of the call's Items that travel in read chunks
 	long      bool     // RDMA_NOMSG: the reduced call goes in a position-zero read chunk
 	replyLen  int      // bytes of the reply chunk offered; 0 for none
+	cut       chunkCut // how the chunks were cut, for registration to follow
 }
 
 // planCall decides how the call m travels in version h.Vers: which items go in
@@ -55,7 +78,7 @@ func planCall(h *wire.Header, m *rpc.Msg, s *callShape, p *callPlan) error {
 	h.Proc = wire.RDMA_MSG
 	h.Chunks = wire.ChunkLists{}
 	p.pieces, p.chunked = p.pieces[:0], p.chunked[:0]
-	p.inlineLen, p.long, p.replyLen = 0, false, 0
+	p.inlineLen, p.long, p.replyLen, p.cut = 0, false, 0, s.cut
 
 	// Reduce: inline the small items; the others go in read chunks at
 	// their positions in the un-reduced XDR stream, with their length
@@ -69,10 +92,10 @@ func planCall(h *wire.Header, m *rpc.Msg, s *callShape, p *callPlan) error {
 			return false
 		}
 		n := len(it.Data)
-		if s.padChunks {
+		if s.cut.pad {
 			n = xdr.RoundUp(n)
 		}
-		for _, seg := range segments(n, s.segSize) {
+		for _, seg := range segments(n, s.cut.seg) {
 			h.Chunks.Reads = append(h.Chunks.Reads, wire.ReadSegment{Position: uint32(pos), Segment: seg})
 		}
 		p.chunked = append(p.chunked, i)
@@ -83,7 +106,7 @@ func planCall(h *wire.Header, m *rpc.Msg, s *callShape, p *callPlan) error {
 	}
 
 	for _, buf := range m.ResultBufs {
-		h.Chunks.Writes = append(h.Chunks.Writes, segments(len(buf), s.segSize))
+		h.Chunks.Writes = append(h.Chunks.Writes, segments(len(buf), s.cut.seg))
 	}
 
 	// A reply chunk when a reply of MaxReply bytes would not fit inline

@@ -63,9 +63,9 @@ func TestPlanCall(t *testing.T) {
 			// 12 bytes of the first item inline; the second shifts the
 			// third by 2004 bytes.
 			proc: wire.RDMA_MSG, reads: wire.ReadList{seg(40+12, 2001, 0), seg(60+12+2004, 3000, 0)}, inlineLen: 112, chunked: []int{1, 2}},
-		{name: "padded chunk", m: planMsg(100, [2]int{40, 2001}), shape: func(s *callShape) { s.padChunks = true },
+		{name: "padded chunk", m: planMsg(100, [2]int{40, 2001}), shape: func(s *callShape) { s.cut.pad = true },
 			proc: wire.RDMA_MSG, reads: wire.ReadList{seg(40, 2004, 0)}, inlineLen: 100, chunked: []int{0}},
-		{name: "segments", m: planMsg(100, [2]int{40, 2500}), shape: func(s *callShape) { s.segSize = 1000 },
+		{name: "segments", m: planMsg(100, [2]int{40, 2500}), shape: func(s *callShape) { s.cut.seg = 1000 },
 			proc: wire.RDMA_MSG, reads: wire.ReadList{seg(40, 1000, 0), seg(40, 1000, 1000), seg(40, 500, 2000)}, inlineLen: 100, chunked: []int{0}},
 		{name: "write chunks", m: func() *rpc.Msg {
 			m := planMsg(100)
@@ -93,7 +93,7 @@ func TestPlanCall(t *testing.T) {
 			reads: wire.ReadList{seg(0, 1000, 0)}, inlineLen: 1000},
 		{name: "long call ahead of data chunks", m: planMsg(1500, [2]int{40, 2000}), proc: wire.RDMA_NOMSG,
 			reads: wire.ReadList{seg(0, 1500, 0), seg(40, 2000, 0)}, inlineLen: 1500, chunked: []int{0}},
-		{name: "header beyond the limit", m: planMsg(100, [2]int{40, 100000}), shape: func(s *callShape) { s.segSize = 1000 },
+		{name: "header beyond the limit", m: planMsg(100, [2]int{40, 100000}), shape: func(s *callShape) { s.cut.seg = 1000 },
 			err: ErrCallTooLarge},
 		{name: "items out of order", m: planMsg(100, [2]int{60, 1}, [2]int{40, 1}), err: errOrder},
 	}

@@ -63,9 +63,7 @@ func (p *pulling) put() {
 	if p.left.Add(-1) != 0 {
 		return
 	}
-	if p.timer != nil {
-		p.timer.Stop()
-	}
+	p.c.stopTimer(p.timer)
 	p.c.releaseAll(p.mrs)
 	p.mu.Lock()
 	err := p.err
@@ -99,7 +97,7 @@ func (c *Conn) startPull(chunks []wire.ReadChunk, pooled bool, done func(bufs []
 		// RDMA Reads cannot be cancelled one by one: a peer that
 		// withholds its Read Responses loses the connection, whose end
 		// flushes them and so releases what they hold.
-		p.timer = time.AfterFunc(d, func() { c.closeFor(LimitPullTimeout) })
+		p.timer = c.afterFunc(d, func() { c.closeFor(LimitPullTimeout) })
 	}
 	defer p.put()
 	maxMsg := max(c.rc.Limits().MaxMessageSize, 4096)

@@ -47,15 +47,8 @@ type requester struct {
 	c       *Conn
 	credits *creditWindow
 
-	// Test knobs, as other requesters build chunks: segSize splits every
-	// read and write chunk into segments of at most that many bytes (as
-	// Linux does page by page); padChunks includes the XDR pad in read
-	// chunks (RFC 5666 requesters did; RFC 8166 section 3.4.5 says the
-	// responder must accept both).
-	segSize   int
-	padChunks bool
-	vers      atomic.Uint32 // version calls are sent in
-	settled   atomic.Bool   // a reply other than ERR_VERS has arrived
+	vers    atomic.Uint32 // version calls are sent in
+	settled atomic.Bool   // a reply other than ERR_VERS has arrived
 
 	mu    sync.Mutex
 	calls map[uint32]*outCall
@@ -143,8 +136,7 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 		threshold:  c.cfg.ddpThreshold(),
 		sendLimit:  neg.sendLimit,
 		replyLimit: neg.replyLimit,
-		segSize:    r.segSize,
-		padChunks:  r.padChunks,
+		cut:        cutFor(c),
 		lim:        c.lim,
 	}
 	p := &oc.plan
@@ -187,7 +179,7 @@ func (r *requester) register(oc *outCall, h *wire.Header, p *callPlan) error {
 	}
 	for _, i := range p.chunked {
 		data := oc.msg.Items[i].Data
-		if r.padChunks && xdr.Pad(len(data)) > 0 {
+		if p.cut.pad && xdr.Pad(len(data)) > 0 {
 			data = xdr.AppendPad(append([]byte(nil), data...), len(data))
 		}
 		mr, err := c.register(data, rdma.AccessRemoteRead)
@@ -195,7 +187,7 @@ func (r *requester) register(oc *outCall, h *wire.Header, p *callPlan) error {
 			return fmt.Errorf("rpcrdma: registering read chunk of call 0x%x: %w", oc.xid, err)
 		}
 		oc.mrs = append(oc.mrs, mr)
-		for range segmentCount(len(data), r.segSize) {
+		for range segmentCount(len(data), p.cut.seg) {
 			locate(&reads[0].Segment, mr)
 			reads = reads[1:]
 		}
@@ -386,9 +378,7 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 	c.releaseAll(oc.mrs)
 	r.credits.release()
 	defer outCalls.Put(oc)
-	if oc.abandon != nil {
-		oc.abandon.Stop()
-	}
+	c.stopTimer(oc.abandon)
 	if oc.cancelled {
 		c.drop(DropCancelledReply, xid)
 		return
@@ -464,15 +454,12 @@ func (r *requester) checkReply(oc *outCall, in *inbound) error {
 	return nil
 }
 
-// CancelCall implements rpc.CallCanceler: it invalidates the call's
+// cancel is CancelCall on a requester: it invalidates the call's
 // registrations at once. The call keeps its credit until the reply
 // arrives, which is then dropped; if it has not arrived within
 // Config.AbandonTimeout, the connection ends.
-func (c *Conn) CancelCall(xid uint32) {
-	if c.req == nil {
-		return
-	}
-	r := c.req
+func (r *requester) cancel(xid uint32) {
+	c := r.c
 	r.mu.Lock()
 	oc := r.calls[xid]
 	var mrs []rdma.MR
@@ -480,7 +467,7 @@ func (c *Conn) CancelCall(xid uint32) {
 		oc.cancelled = true
 		mrs, oc.mrs = oc.mrs, nil
 		if d := c.cfg.abandonTimeout(); d > 0 {
-			oc.abandon = time.AfterFunc(d, func() { r.abandoned(xid, oc, d) })
+			oc.abandon = c.afterFunc(d, func() { r.abandoned(xid, oc, d) })
 		}
 	}
 	r.mu.Unlock()
@@ -516,9 +503,7 @@ func (r *requester) closeAll(err error) {
 	r.calls = map[uint32]*outCall{}
 	r.mu.Unlock()
 	for _, oc := range calls {
-		if oc.abandon != nil {
-			oc.abandon.Stop()
-		}
+		r.c.stopTimer(oc.abandon)
 		r.c.releaseAll(oc.mrs)
 	}
 }
@@ -532,10 +517,7 @@ func (r *requester) closeAll(err error) {
 // SendOptional does not take a credit: the optional feature defines its own
 // flow control.
 func (c *Conn) SendOptional(ctx context.Context, xid, opttype uint32, info, payload []byte) error {
-	v := c.versions[len(c.versions)-1]
-	if c.req != nil {
-		v = c.req.version()
-	}
+	v := c.role.version()
 	if v != wire.Version2 {
 		return fmt.Errorf("rpcrdma: RDMA_OPTIONAL needs Version Two; the connection uses version %d", v)
 	}
@@ -543,3 +525,14 @@ func (c *Conn) SendOptional(ctx context.Context, xid, opttype uint32, info, payl
 		Optional: wire.Optional{Type: opttype, Info: info}}
 	return c.sendMsg(ctx, h, [][]byte{payload}, 0, false)
 }
+
+// granted returns the grant the responder last sent.
+func (r *requester) granted() uint32 {
+	n, _ := r.credits.state()
+	return n
+}
+
+// invalidates reports whether the responder may use Send With
+// Invalidate: a requester accepts it unless configured not to, whatever
+// the private data say.
+func (r *requester) invalidates(*negotiated) bool { return !r.c.cfg.NoRemoteInvalidation }

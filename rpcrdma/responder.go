@@ -623,8 +623,15 @@ func (r *responder) sendReadReply(ctx context.Context, h *wire.Header, flat []by
 	locate(&h.Chunks.Reads[0].Segment, mr)
 	rr := &readReply{mr: mr}
 	r.mu.Lock()
+	if c.Err() != nil {
+		// closeAll has run or will find nothing: nothing would stop
+		// the timer.
+		r.mu.Unlock()
+		c.releaseAll([]rdma.MR{mr})
+		return c.Err()
+	}
 	if old := r.done[h.XID]; old != nil {
-		old.timer.Stop()
+		c.stopTimer(old.timer)
 		defer c.releaseAll([]rdma.MR{old.mr})
 	}
 	r.done[h.XID] = rr
@@ -633,7 +640,7 @@ func (r *responder) sendReadReply(ctx context.Context, h *wire.Header, flat []by
 		timeout = DefaultDoneTimeout
 	}
 	xid := h.XID // h is reused once the call is released
-	rr.timer = time.AfterFunc(timeout, func() { r.releaseReadReply(xid) })
+	rr.timer = c.afterFunc(timeout, func() { r.releaseReadReply(xid) })
 	r.mu.Unlock()
 	for _, wr := range writes {
 		if err := c.post(ctx, wr, func(rdma.Completion) {}); err != nil {
@@ -658,10 +665,26 @@ func (r *responder) releaseReadReply(xid uint32) bool {
 	if rr == nil {
 		return false
 	}
-	rr.timer.Stop()
+	r.c.stopTimer(rr.timer)
 	r.c.releaseAll([]rdma.MR{rr.mr})
 	return true
 }
+
+// version returns the highest version served.
+func (r *responder) version() wire.Version { return r.c.versions[len(r.c.versions)-1] }
+
+// granted returns the grant this side offers.
+func (r *responder) granted() uint32 { return r.grant.Load() }
+
+// invalidates reports whether replies use Send With Invalidate: the
+// requester said it accepts it (RFC 8797 section 4.1.1) and this side is
+// not configured not to.
+func (r *responder) invalidates(n *negotiated) bool {
+	return n.peerInvalidates && !r.c.cfg.NoRemoteInvalidation
+}
+
+// cancel does nothing: a responder has no calls of its own to cancel.
+func (r *responder) cancel(uint32) {}
 
 // outstanding returns how many calls are received and not yet answered.
 func (r *responder) outstanding() int {
@@ -677,7 +700,7 @@ func (r *responder) closeAll(error) {
 	r.done = map[uint32]*readReply{}
 	r.mu.Unlock()
 	for _, rr := range done {
-		rr.timer.Stop()
+		r.c.stopTimer(rr.timer)
 		r.c.releaseAll([]rdma.MR{rr.mr})
 	}
 }
