@@ -106,6 +106,12 @@ type Client struct {
 	started uint64        // calls begun
 	want    chan struct{} // DialClient: a call is waiting for a connection
 
+	// calls recycles this Client's pendingCall values. It is the
+	// Client's, not the package's: a pendingCall's channel belongs to
+	// the testing/synctest bubble that made it, and a Client made in
+	// one bubble is used only there.
+	calls sync.Pool
+
 	stats clientCounters
 }
 
@@ -155,10 +161,9 @@ type pendingCall struct {
 	on    *link           // the link the call was last sent on; c.mu
 }
 
-// pendingCalls recycles pendingCall values: a call's is unreachable once
+// Client.calls recycles pendingCall values: a call's is unreachable once
 // Call returns (its xid has left the table, and the transport is done with
 // its memory: the reply came, or CancelCall was called).
-var pendingCalls = sync.Pool{New: func() any { return &pendingCall{done: make(chan callResult, 1)} }}
 
 type callResult struct {
 	msg *Msg
@@ -239,7 +244,10 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 	if err := ctx.Err(); err != nil {
 		return Reply{}, err
 	}
-	pc := pendingCalls.Get().(*pendingCall)
+	pc, _ := c.calls.Get().(*pendingCall)
+	if pc == nil {
+		pc = &pendingCall{done: make(chan callResult, 1)}
+	}
 	defer func() {
 		pc.msg = Msg{}
 		pc.on = nil
@@ -247,7 +255,7 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 		if cap(pc.buf) > 64<<10 {
 			pc.buf = nil // do not hold on to a large long call
 		}
-		pendingCalls.Put(pc)
+		c.calls.Put(pc)
 	}()
 	c.mu.Lock()
 	if c.err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/internal/leaktest"
@@ -166,149 +167,154 @@ func startHeld(ctx context.Context, c *Client, k int) chan error {
 // dials another and sends the calls again there, with the same xids, and
 // they complete.
 func TestReconnectResends(t *testing.T) {
-	leaktest.Check(t)
-	n := newRedialNet(t)
-	c := n.client(ReconnectConfig{})
-	errs := startHeld(ctxTimeout(t, 10*time.Second), c, 3)
-	first := n.takeXIDs(3)
-	n.cut(0)
-	n.waitConns(2)
-	if again := n.takeXIDs(3); !slices.Equal(again, first) {
-		t.Errorf("xids resent %x, want %x", again, first)
-	}
-	close(n.release)
-	for range 3 {
-		if err := <-errs; err != nil {
-			t.Error(err)
+	synctest.Test(t, func(t *testing.T) {
+		n := newRedialNet(t)
+		c := n.client(ReconnectConfig{})
+		errs := startHeld(ctxTimeout(t, 10*time.Second), c, 3)
+		first := n.takeXIDs(3)
+		n.cut(0)
+		n.waitConns(2)
+		if again := n.takeXIDs(3); !slices.Equal(again, first) {
+			t.Errorf("xids resent %x, want %x", again, first)
 		}
-	}
-	if err := held(ctxTimeout(t, 5*time.Second), c, 7); err != nil {
-		t.Errorf("call on the new connection: %v", err)
-	}
-	st := c.Stats()
-	if st.Reconnects != 1 || st.Retransmits != 3 || st.DialErrors != 0 {
-		t.Errorf("stats %+v, want 1 reconnect and 3 retransmits", st)
-	}
+		close(n.release)
+		for range 3 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		if err := held(ctxTimeout(t, 5*time.Second), c, 7); err != nil {
+			t.Errorf("call on the new connection: %v", err)
+		}
+		st := c.Stats()
+		if st.Reconnects != 1 || st.Retransmits != 3 || st.DialErrors != 0 {
+			t.Errorf("stats %+v, want 1 reconnect and 3 retransmits", st)
+		}
+	})
 }
 
 // TestReconnectWaits checks that calls made while the Client has no
 // connection wait for the next one, and that a waiting call's context
 // still bounds it.
 func TestReconnectWaits(t *testing.T) {
-	leaktest.Check(t)
-	n := newRedialNet(t)
-	close(n.release)
-	c := n.client(ReconnectConfig{})
-	gate := make(chan struct{})
-	n.mu.Lock()
-	n.gate = gate
-	n.mu.Unlock()
-	n.cut(0)
+	synctest.Test(t, func(t *testing.T) {
+		n := newRedialNet(t)
+		close(n.release)
+		c := n.client(ReconnectConfig{})
+		gate := make(chan struct{})
+		n.mu.Lock()
+		n.gate = gate
+		n.mu.Unlock()
+		n.cut(0)
 
-	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	if err := held(short, c, 1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("call bounded by its context while reconnecting: %v", err)
-	}
-	errs := startHeld(ctxTimeout(t, 5*time.Second), c, 2)
-	select {
-	case err := <-errs:
-		t.Fatalf("call returned before a connection was made: %v", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	close(gate)
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Error(err)
+		short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		if err := held(short, c, 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("call bounded by its context while reconnecting: %v", err)
 		}
-	}
-	if st := c.Stats(); st.Reconnects != 1 || st.Retransmits != 0 || st.Abandoned != 1 {
-		t.Errorf("stats %+v, want 1 reconnect, 0 retransmits, 1 abandoned", st)
-	}
+		errs := startHeld(ctxTimeout(t, 5*time.Second), c, 2)
+		select {
+		case err := <-errs:
+			t.Fatalf("call returned before a connection was made: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		close(gate)
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		if st := c.Stats(); st.Reconnects != 1 || st.Retransmits != 0 || st.Abandoned != 1 {
+			t.Errorf("stats %+v, want 1 reconnect, 0 retransmits, 1 abandoned", st)
+		}
+	})
 }
 
 // TestReconnectGivesUp makes every dial after the first fail: after
 // Attempts of them, pending and later calls fail with a *ConnError that
 // names the dial's error.
 func TestReconnectGivesUp(t *testing.T) {
-	leaktest.Check(t)
-	n := newRedialNet(t)
-	c := n.client(ReconnectConfig{Attempts: 3})
-	errs := startHeld(ctxTimeout(t, 5*time.Second), c, 2)
-	n.takeXIDs(2)
-	refused := errors.New("connection refused (test)")
-	n.mu.Lock()
-	n.dialErr = refused
-	n.mu.Unlock()
-	n.cut(0)
-	for range 2 {
-		err := <-errs
-		if _, ok := errors.AsType[*ConnError](err); !ok || !errors.Is(err, refused) || !errors.Is(err, net.ErrClosed) {
-			t.Errorf("pending call after giving up: %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		n := newRedialNet(t)
+		c := n.client(ReconnectConfig{Attempts: 3})
+		errs := startHeld(ctxTimeout(t, 5*time.Second), c, 2)
+		n.takeXIDs(2)
+		refused := errors.New("connection refused (test)")
+		n.mu.Lock()
+		n.dialErr = refused
+		n.mu.Unlock()
+		n.cut(0)
+		for range 2 {
+			err := <-errs
+			if _, ok := errors.AsType[*ConnError](err); !ok || !errors.Is(err, refused) || !errors.Is(err, net.ErrClosed) {
+				t.Errorf("pending call after giving up: %v", err)
+			}
 		}
-	}
-	if err := held(ctxTimeout(t, 5*time.Second), c, 1); !errors.Is(err, refused) {
-		t.Errorf("later call: %v", err)
-	}
-	n.mu.Lock()
-	dials := n.dials
-	n.mu.Unlock()
-	if st := c.Stats(); dials != 4 || st.DialErrors != 3 || st.Reconnects != 0 {
-		t.Errorf("%d dials, stats %+v; want 4 dials and 3 errors", dials, st)
-	}
+		if err := held(ctxTimeout(t, 5*time.Second), c, 1); !errors.Is(err, refused) {
+			t.Errorf("later call: %v", err)
+		}
+		n.mu.Lock()
+		dials := n.dials
+		n.mu.Unlock()
+		if st := c.Stats(); dials != 4 || st.DialErrors != 3 || st.Reconnects != 0 {
+			t.Errorf("%d dials, stats %+v; want 4 dials and 3 errors", dials, st)
+		}
+	})
 }
 
 // TestReconnectFailPending checks FailPending: the calls in flight fail
 // with the connection, and the Client carries on with a new one.
 func TestReconnectFailPending(t *testing.T) {
-	leaktest.Check(t)
-	n := newRedialNet(t)
-	c := n.client(ReconnectConfig{FailPending: true})
-	errs := startHeld(ctxTimeout(t, 5*time.Second), c, 2)
-	n.takeXIDs(2)
-	n.cut(0)
-	for range 2 {
-		if err := <-errs; !errors.Is(err, net.ErrClosed) {
-			t.Errorf("call in flight on the lost connection: %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		n := newRedialNet(t)
+		c := n.client(ReconnectConfig{FailPending: true})
+		errs := startHeld(ctxTimeout(t, 5*time.Second), c, 2)
+		n.takeXIDs(2)
+		n.cut(0)
+		for range 2 {
+			if err := <-errs; !errors.Is(err, net.ErrClosed) {
+				t.Errorf("call in flight on the lost connection: %v", err)
+			}
 		}
-	}
-	close(n.release)
-	if err := held(ctxTimeout(t, 5*time.Second), c, 3); err != nil {
-		t.Errorf("call after the loss: %v", err)
-	}
-	if st := c.Stats(); st.Reconnects != 1 || st.Retransmits != 0 {
-		t.Errorf("stats %+v, want 1 reconnect and no retransmits", st)
-	}
+		close(n.release)
+		if err := held(ctxTimeout(t, 5*time.Second), c, 3); err != nil {
+			t.Errorf("call after the loss: %v", err)
+		}
+		if st := c.Stats(); st.Reconnects != 1 || st.Retransmits != 0 {
+			t.Errorf("stats %+v, want 1 reconnect and no retransmits", st)
+		}
+	})
 }
 
 // TestReconnectCancel checks that a call abandoned after it was sent
 // again is reported to the transport it was last sent on, not the lost one.
 func TestReconnectCancel(t *testing.T) {
-	leaktest.Check(t)
-	n := newRedialNet(t)
-	c := n.client(ReconnectConfig{})
-	ctx, cancel := context.WithCancel(context.Background())
-	errs := startHeld(ctx, c, 1)
-	xid := n.takeXIDs(1)[0]
-	n.cut(0)
-	n.takeXIDs(1)
-	cancel()
-	if err := <-errs; !errors.Is(err, context.Canceled) {
-		t.Fatalf("abandoned call: %v", err)
-	}
-	n.mu.Lock()
-	old, cur := n.clients[0], n.clients[1]
-	n.mu.Unlock()
-	old.mu.Lock()
-	oldCanceled := slices.Clone(old.canceled)
-	old.mu.Unlock()
-	cur.mu.Lock()
-	curCanceled := slices.Clone(cur.canceled)
-	cur.mu.Unlock()
-	if len(oldCanceled) != 0 || !slices.Equal(curCanceled, []uint32{xid}) {
-		t.Errorf("CancelCall on the lost transport %x, on the current one %x; want only %x on the current", oldCanceled, curCanceled, xid)
-	}
-	close(n.release)
+	synctest.Test(t, func(t *testing.T) {
+		n := newRedialNet(t)
+		c := n.client(ReconnectConfig{})
+		ctx, cancel := context.WithCancel(context.Background())
+		errs := startHeld(ctx, c, 1)
+		xid := n.takeXIDs(1)[0]
+		n.cut(0)
+		n.takeXIDs(1)
+		cancel()
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Fatalf("abandoned call: %v", err)
+		}
+		n.mu.Lock()
+		old, cur := n.clients[0], n.clients[1]
+		n.mu.Unlock()
+		old.mu.Lock()
+		oldCanceled := slices.Clone(old.canceled)
+		old.mu.Unlock()
+		cur.mu.Lock()
+		curCanceled := slices.Clone(cur.canceled)
+		cur.mu.Unlock()
+		if len(oldCanceled) != 0 || !slices.Equal(curCanceled, []uint32{xid}) {
+			t.Errorf("CancelCall on the lost transport %x, on the current one %x; want only %x on the current", oldCanceled, curCanceled, xid)
+		}
+		close(n.release)
+	})
 }
 
 // TestReconnectClose closes the Client while it waits between dials and
@@ -364,28 +370,29 @@ func TestReconnectClose(t *testing.T) {
 // has its connection ended after ReplyTimeout, and the calls go again on
 // the next connection.
 func TestReconnectReplyTimeout(t *testing.T) {
-	leaktest.Check(t)
-	n := newRedialNet(t)
-	c := n.client(ReconnectConfig{ReplyTimeout: 40 * time.Millisecond})
-	// Idle, with nothing waiting: the connection stays.
-	time.Sleep(100 * time.Millisecond)
-	if n.conns() != 1 {
-		t.Fatalf("%d connections after an idle spell, want 1", n.conns())
-	}
-	errs := startHeld(ctxTimeout(t, 5*time.Second), c, 2)
-	first := n.takeXIDs(2)
-	if again := n.takeXIDs(2); !slices.Equal(again, first) {
-		t.Errorf("xids resent %x, want %x", again, first)
-	}
-	close(n.release)
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Error(err)
+	synctest.Test(t, func(t *testing.T) {
+		n := newRedialNet(t)
+		c := n.client(ReconnectConfig{ReplyTimeout: 40 * time.Millisecond})
+		// Idle, with nothing waiting: the connection stays.
+		time.Sleep(100 * time.Millisecond)
+		if n.conns() != 1 {
+			t.Fatalf("%d connections after an idle spell, want 1", n.conns())
 		}
-	}
-	if st := c.Stats(); st.Timeouts < 1 || st.Reconnects < 1 {
-		t.Errorf("stats %+v, want a timeout and a reconnect", st)
-	}
+		errs := startHeld(ctxTimeout(t, 5*time.Second), c, 2)
+		first := n.takeXIDs(2)
+		if again := n.takeXIDs(2); !slices.Equal(again, first) {
+			t.Errorf("xids resent %x, want %x", again, first)
+		}
+		close(n.release)
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		if st := c.Stats(); st.Timeouts < 1 || st.Reconnects < 1 {
+			t.Errorf("stats %+v, want a timeout and a reconnect", st)
+		}
+	})
 }
 
 // TestReconnectStream runs DialClient over TCP record marking: the server
@@ -498,47 +505,48 @@ func TestReconnectDialNil(t *testing.T) {
 // TestReconnectNoReplyBacksOff: a server that accepts and drops every
 // connection before answering anything is not redialed in a tight loop.
 func TestReconnectNoReplyBacksOff(t *testing.T) {
-	leaktest.Check(t)
-	var (
-		mu    sync.Mutex
-		dials []time.Time
-	)
-	dial := func(ctx context.Context) (Transport, error) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu    sync.Mutex
+			dials []time.Time
+		)
+		dial := func(ctx context.Context) (Transport, error) {
+			mu.Lock()
+			dials = append(dials, time.Now())
+			mu.Unlock()
+			a, b := memPair()
+			b.Close() // the server hangs up at once
+			return a, nil
+		}
+		c, err := DialClient(context.Background(), ReconnectConfig{Dial: dial, MinBackoff: 20 * time.Millisecond, MaxBackoff: 40 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		const want = 5
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			mu.Lock()
+			n := len(dials)
+			mu.Unlock()
+			if n >= want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d dials in 10 s, want %d", n, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		// A redial may go at once, then waits 10-20, 20-40, 20-40 ms...: from
+		// the third dial on, none follows the one before within 10 ms. (A
+		// loaded machine only makes the gaps longer.)
 		mu.Lock()
-		dials = append(dials, time.Now())
-		mu.Unlock()
-		a, b := memPair()
-		b.Close() // the server hangs up at once
-		return a, nil
-	}
-	c, err := DialClient(context.Background(), ReconnectConfig{Dial: dial, MinBackoff: 20 * time.Millisecond, MaxBackoff: 40 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	const want = 5
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		mu.Lock()
-		n := len(dials)
-		mu.Unlock()
-		if n >= want {
-			break
+		defer mu.Unlock()
+		for i := 3; i < want; i++ {
+			if gap := dials[i].Sub(dials[i-1]); gap < 10*time.Millisecond {
+				t.Errorf("dial %d came %v after the one before, want at least 10ms", i+1, gap)
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d dials in 10 s, want %d", n, want)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	// A redial may go at once, then waits 10-20, 20-40, 20-40 ms...: from
-	// the third dial on, none follows the one before within 10 ms. (A
-	// loaded machine only makes the gaps longer.)
-	mu.Lock()
-	defer mu.Unlock()
-	for i := 3; i < want; i++ {
-		if gap := dials[i].Sub(dials[i-1]); gap < 10*time.Millisecond {
-			t.Errorf("dial %d came %v after the one before, want at least 10ms", i+1, gap)
-		}
-	}
+	})
 }
 
 func TestBackoff(t *testing.T) {
@@ -607,117 +615,120 @@ func (t sendBroken) Send(ctx context.Context, m *Msg) error {
 // connection, even if its receiving side has not heard, and the call
 // goes on the next.
 func TestReconnectSendFails(t *testing.T) {
-	leaktest.Check(t)
-	n := newRedialNet(t)
-	close(n.release)
-	first := true
-	c, err := DialClient(ctxTimeout(t, 5*time.Second), ReconnectConfig{
-		Dial: func(ctx context.Context) (Transport, error) {
-			tr, err := n.dial(ctx)
-			if first {
-				first = false
-				return sendBroken{tr.(*memTransport)}, err
-			}
-			return tr, err
-		},
-		MinBackoff: time.Millisecond,
+	synctest.Test(t, func(t *testing.T) {
+		n := newRedialNet(t)
+		close(n.release)
+		first := true
+		c, err := DialClient(ctxTimeout(t, 5*time.Second), ReconnectConfig{
+			Dial: func(ctx context.Context) (Transport, error) {
+				tr, err := n.dial(ctx)
+				if first {
+					first = false
+					return sendBroken{tr.(*memTransport)}, err
+				}
+				return tr, err
+			},
+			MinBackoff: time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := held(ctxTimeout(t, 5*time.Second), c, 1); err != nil {
+			t.Error(err)
+		}
+		if st := c.Stats(); st.Reconnects != 1 || st.Retransmits != 1 {
+			t.Errorf("stats %+v, want 1 reconnect and 1 retransmit", st)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := held(ctxTimeout(t, 5*time.Second), c, 1); err != nil {
-		t.Error(err)
-	}
-	if st := c.Stats(); st.Reconnects != 1 || st.Retransmits != 1 {
-		t.Errorf("stats %+v, want 1 reconnect and 1 retransmit", st)
-	}
 }
 
 // TestReconnectTinyReplyTimeout: a ReplyTimeout too small to divide into
 // ticks still works, rather than panicking in time.NewTicker.
 func TestReconnectTinyReplyTimeout(t *testing.T) {
-	leaktest.Check(t)
-	n := newRedialNet(t)
-	close(n.release)
-	c := n.client(ReconnectConfig{ReplyTimeout: 3})
-	if err := held(ctxTimeout(t, 5*time.Second), c, 1); err != nil {
-		t.Fatal(err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		n := newRedialNet(t)
+		close(n.release)
+		c := n.client(ReconnectConfig{ReplyTimeout: 3})
+		if err := held(ctxTimeout(t, 5*time.Second), c, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestReconnectIdle: with IdleTimeout, a connection with no call for that
 // long is closed and not redialed until a call needs one; a connection
 // with a call waiting, or with calls coming, stays.
 //
-// The Client samples idleness on a ticker, so the test cannot be exact
-// without a fake clock; instead its intervals are far apart: calls come
-// every 10 ms against an IdleTimeout of 250 ms, so only a stall of a
-// quarter of a second between two calls could close the busy connection.
+// It runs in a testing/synctest bubble, on the bubble's clock: the
+// Client samples idleness on a ticker, and calls come every 10 ms against
+// an IdleTimeout of 250 ms, so no stall of the machine can close the busy
+// connection.
 func TestReconnectIdle(t *testing.T) {
-	leaktest.Check(t)
-	const idle = 250 * time.Millisecond
-	n := newRedialNet(t)
-	c := n.client(ReconnectConfig{IdleTimeout: idle})
-	ctx := ctxTimeout(t, 10*time.Second)
+	synctest.Test(t, func(t *testing.T) {
+		const idle = 250 * time.Millisecond
+		n := newRedialNet(t)
+		c := n.client(ReconnectConfig{IdleTimeout: idle})
+		ctx := ctxTimeout(t, 10*time.Second)
 
-	// A call waiting longer than IdleTimeout keeps the connection.
-	errs := startHeld(ctx, c, 1)
-	n.takeXIDs(1)
-	time.Sleep(2 * idle)
-	close(n.release)
-	if err := <-errs; err != nil {
-		t.Fatal(err)
-	}
-	// So do calls every 10 ms, for several IdleTimeouts.
-	for end := time.Now().Add(3 * idle); time.Now().Before(end); {
-		if err := held(ctx, c, 1); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if st := c.Stats(); st.IdleCloses != 0 || n.conns() != 1 {
-		t.Fatalf("a busy connection was closed: stats %+v, %d connections", st, n.conns())
-	}
-
-	// A loss, with calls waiting for the next connection: their demand
-	// for one must not outlive it.
-	gate := make(chan struct{})
-	n.mu.Lock()
-	n.gate = gate
-	n.mu.Unlock()
-	n.cut(0)
-	errs = startHeld(ctx, c, 2)
-	time.Sleep(10 * time.Millisecond)
-	close(gate)
-	for range 2 {
+		// A call waiting longer than IdleTimeout keeps the connection.
+		errs := startHeld(ctx, c, 1)
+		n.takeXIDs(1)
+		time.Sleep(2 * idle)
+		close(n.release)
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
-	}
+		// So do calls every 10 ms, for several IdleTimeouts.
+		for end := time.Now().Add(3 * idle); time.Now().Before(end); {
+			if err := held(ctx, c, 1); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if st := c.Stats(); st.IdleCloses != 0 || n.conns() != 1 {
+			t.Fatalf("a busy connection was closed: stats %+v, %d connections", st, n.conns())
+		}
 
-	// Idle: closed, and not dialed again by itself.
-	deadline := time.Now().Add(5 * time.Second)
-	for c.Stats().IdleCloses == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	n.mu.Lock()
-	second := n.servers[1]
-	n.mu.Unlock()
-	select {
-	case <-second.done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the idle connection was not closed")
-	}
-	time.Sleep(idle / 2)
-	if n.conns() != 2 {
-		t.Fatalf("%d connections: the client dialed with no call to make", n.conns())
-	}
-	// A call dials again.
-	if err := held(ctx, c, 3); err != nil {
-		t.Fatal(err)
-	}
-	if st := c.Stats(); n.conns() != 3 || st.IdleCloses != 1 || st.Reconnects != 2 {
-		t.Errorf("after the idle close: %d connections, stats %+v", n.conns(), st)
-	}
+		// A loss, with calls waiting for the next connection: their demand
+		// for one must not outlive it.
+		gate := make(chan struct{})
+		n.mu.Lock()
+		n.gate = gate
+		n.mu.Unlock()
+		n.cut(0)
+		errs = startHeld(ctx, c, 2)
+		time.Sleep(10 * time.Millisecond)
+		close(gate)
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		// Idle: closed, and not dialed again by itself.
+		deadline := time.Now().Add(5 * time.Second)
+		for c.Stats().IdleCloses == 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		n.mu.Lock()
+		second := n.servers[1]
+		n.mu.Unlock()
+		select {
+		case <-second.done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the idle connection was not closed")
+		}
+		time.Sleep(idle / 2)
+		if n.conns() != 2 {
+			t.Fatalf("%d connections: the client dialed with no call to make", n.conns())
+		}
+		// A call dials again.
+		if err := held(ctx, c, 3); err != nil {
+			t.Fatal(err)
+		}
+		if st := c.Stats(); n.conns() != 3 || st.IdleCloses != 1 || st.Reconnects != 2 {
+			t.Errorf("after the idle close: %d connections, stats %+v", n.conns(), st)
+		}
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -179,43 +180,45 @@ func TestBoundsRefuseBeforePull(t *testing.T) {
 // for its call's chunk loses its connection after PullTimeout, which
 // releases what the call held; a well-behaved client is served meanwhile.
 func TestBoundsStalledPull(t *testing.T) {
-	const size = 256 << 10
-	n, l, good := hostileServer(t, Bounds{PullTimeout: 200 * time.Millisecond})
-	h := dialHostile(t, n, l, size)
-	reg0 := l.Stats().Registered
-	// Message 1 is the call's Send, message 2 the Read Response: lost,
-	// and the link stays silent for an hour.
-	if err := h.rc.(*loopback.Conn).SetFaults(loopback.Faults{Drop: 2, LinkTimeout: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	copy(h.send.Bytes(), sumCall(1, h.src.STag(), h.src.TO(), size, 0, 0))
-	msg := sumCall(1, h.src.STag(), h.src.TO(), size, 0, 0)
-	if err := h.rc.PostSend(&rdma.WorkRequest{ID: 1, Op: rdma.OpSend, Local: []rdma.SGE{{MR: h.send, Length: len(msg)}}}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the call to take its share", func() bool { return l.Stats().Memory == size })
-	if s := l.Stats(); s.Registered-reg0 > size {
-		t.Errorf("%d bytes registered for a %d-byte pull", s.Registered-reg0, size)
-	}
-	ctx := ctxT(t)
-	if err := goodSum(t, ctx, good, 64<<10); err != nil {
-		t.Fatalf("the well-behaved client during the stall: %v", err)
-	}
-	select {
-	case <-h.rc.Done():
-	case <-ctx.Done():
-		t.Fatal("the stalled connection was not closed")
-	}
-	waitFor(t, "the stalled call's memory to be released", func() bool {
-		s := l.Stats()
-		return s.Memory == 0 && s.Conns == 1
+	synctest.Test(t, func(t *testing.T) {
+		const size = 256 << 10
+		n, l, good := hostileServer(t, Bounds{PullTimeout: 200 * time.Millisecond})
+		h := dialHostile(t, n, l, size)
+		reg0 := l.Stats().Registered
+		// Message 1 is the call's Send, message 2 the Read Response: lost,
+		// and the link stays silent for an hour.
+		if err := h.rc.(*loopback.Conn).SetFaults(loopback.Faults{Drop: 2, LinkTimeout: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		copy(h.send.Bytes(), sumCall(1, h.src.STag(), h.src.TO(), size, 0, 0))
+		msg := sumCall(1, h.src.STag(), h.src.TO(), size, 0, 0)
+		if err := h.rc.PostSend(&rdma.WorkRequest{ID: 1, Op: rdma.OpSend, Local: []rdma.SGE{{MR: h.send, Length: len(msg)}}}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the call to take its share", func() bool { return l.Stats().Memory == size })
+		if s := l.Stats(); s.Registered-reg0 > size {
+			t.Errorf("%d bytes registered for a %d-byte pull", s.Registered-reg0, size)
+		}
+		ctx := ctxT(t)
+		if err := goodSum(t, ctx, good, 64<<10); err != nil {
+			t.Fatalf("the well-behaved client during the stall: %v", err)
+		}
+		select {
+		case <-h.rc.Done():
+		case <-ctx.Done():
+			t.Fatal("the stalled connection was not closed")
+		}
+		waitFor(t, "the stalled call's memory to be released", func() bool {
+			s := l.Stats()
+			return s.Memory == 0 && s.Conns == 1
+		})
+		if s := l.Stats(); s.Limits[LimitPullTimeout] != 1 || s.Registered > reg0 {
+			t.Errorf("stats %+v: want one limit_pull_timeout and no more than %d bytes registered", s, reg0)
+		}
+		if err := goodSum(t, ctx, good, 64<<10); err != nil {
+			t.Fatalf("the well-behaved client after the stall: %v", err)
+		}
 	})
-	if s := l.Stats(); s.Limits[LimitPullTimeout] != 1 || s.Registered > reg0 {
-		t.Errorf("stats %+v: want one limit_pull_timeout and no more than %d bytes registered", s, reg0)
-	}
-	if err := goodSum(t, ctx, good, 64<<10); err != nil {
-		t.Fatalf("the well-behaved client after the stall: %v", err)
-	}
 }
 
 // TestBoundsConnectionsAtTheirShare: several requesters each stall a call

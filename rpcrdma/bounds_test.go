@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -192,78 +193,82 @@ func TestMaxConnsPerAddr(t *testing.T) {
 // closed after HandshakeTimeout, counted on the Listener and on its
 // connection, whose error matches ErrLimit.
 func TestHandshakeTimeout(t *testing.T) {
-	ctx := ctxT(t)
-	p := loopback.New()
-	l, err := Listen(ctx, p, "", &Config{Bounds: Bounds{HandshakeTimeout: 20 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	accepted := acceptOne(t, ctx, l)
-	rc, err := p.Dial(ctx, l.Addr().String(), rdma.ConnConfig{PrivateData: wire.PrivateData{SendSize: 1024, ReceiveSize: 1024}.Append(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	resp := accepted()
-	defer resp.Close()
-	select {
-	case <-rc.Done():
-	case <-ctx.Done():
-		t.Fatal("a silent requester was not disconnected")
-	}
-	<-resp.Done()
-	if err := resp.Err(); !errors.Is(err, ErrLimit) {
-		t.Errorf("responder ended with %v, want ErrLimit", err)
-	}
-	if n := resp.Stats().Reasons[LimitHandshakeTimeout]; n != 1 {
-		t.Errorf("connection counts %d handshake timeouts", n)
-	}
-	waitFor(t, "the connection to leave", func() bool { return l.Stats().Conns == 0 })
-	if n := l.Stats().Limits[LimitHandshakeTimeout]; n != 1 {
-		t.Errorf("listener counts %d handshake timeouts", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx := ctxT(t)
+		p := loopback.New()
+		l, err := Listen(ctx, p, "", &Config{Bounds: Bounds{HandshakeTimeout: 20 * time.Millisecond}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		accepted := acceptOne(t, ctx, l)
+		rc, err := p.Dial(ctx, l.Addr().String(), rdma.ConnConfig{PrivateData: wire.PrivateData{SendSize: 1024, ReceiveSize: 1024}.Append(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		resp := accepted()
+		defer resp.Close()
+		select {
+		case <-rc.Done():
+		case <-ctx.Done():
+			t.Fatal("a silent requester was not disconnected")
+		}
+		<-resp.Done()
+		if err := resp.Err(); !errors.Is(err, ErrLimit) {
+			t.Errorf("responder ended with %v, want ErrLimit", err)
+		}
+		if n := resp.Stats().Reasons[LimitHandshakeTimeout]; n != 1 {
+			t.Errorf("connection counts %d handshake timeouts", n)
+		}
+		waitFor(t, "the connection to leave", func() bool { return l.Stats().Conns == 0 })
+		if n := l.Stats().Limits[LimitHandshakeTimeout]; n != 1 {
+			t.Errorf("listener counts %d handshake timeouts", n)
+		}
+	})
 }
 
 // TestIdleTimeout: a connection without calls is closed after
 // IdleTimeout; one with calls is not.
 func TestIdleTimeout(t *testing.T) {
-	ctx := ctxT(t)
-	p := loopback.New()
-	// Long enough that the busy client's calls, every idle/10, are never
-	// a whole period apart on a loaded machine.
-	const idle = 300 * time.Millisecond
-	l := listenBounded(t, p, "", Bounds{IdleTimeout: idle})
-	quiet, err := dialNull(t, ctx, p, l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	busy, err := dialNull(t, ctx, p, l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The busy client calls every idle/10 until the quiet one is closed:
-	// at least two idle periods, which would close it if it counted as
-	// idle.
-	deadline := time.Now().Add(10 * time.Second)
-	for l.Stats().Limits[LimitIdle] == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the quiet connection was not closed")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := ctxT(t)
+		p := loopback.New()
+		// On the bubble's clock: the busy client's calls, every idle/10,
+		// are never a whole period apart.
+		const idle = 300 * time.Millisecond
+		l := listenBounded(t, p, "", Bounds{IdleTimeout: idle})
+		quiet, err := dialNull(t, ctx, p, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy, err := dialNull(t, ctx, p, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The busy client calls every idle/10 until the quiet one is closed:
+		// at least two idle periods, which would close it if it counted as
+		// idle.
+		deadline := time.Now().Add(10 * time.Second)
+		for l.Stats().Limits[LimitIdle] == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the quiet connection was not closed")
+			}
+			if err := busy.Null(ctx, testProg, testVers); err != nil {
+				t.Fatalf("the busy connection failed: %v", err)
+			}
+			time.Sleep(idle / 10)
+		}
+		if err := quiet.Null(ctx, testProg, testVers); err == nil {
+			t.Error("a call on the idle-closed connection succeeded")
 		}
 		if err := busy.Null(ctx, testProg, testVers); err != nil {
-			t.Fatalf("the busy connection failed: %v", err)
+			t.Errorf("the busy connection: %v", err)
 		}
-		time.Sleep(idle / 10)
-	}
-	if err := quiet.Null(ctx, testProg, testVers); err == nil {
-		t.Error("a call on the idle-closed connection succeeded")
-	}
-	if err := busy.Null(ctx, testProg, testVers); err != nil {
-		t.Errorf("the busy connection: %v", err)
-	}
-	if n := l.Stats().Limits[LimitIdle]; n != 1 {
-		t.Errorf("%d idle closes, want 1", n)
-	}
+		if n := l.Stats().Limits[LimitIdle]; n != 1 {
+			t.Errorf("%d idle closes, want 1", n)
+		}
+	})
 }
 
 // TestConnectionFlood floods an iWARP listener with TCP connections that

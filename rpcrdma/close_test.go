@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/internal/leaktest"
@@ -104,40 +105,41 @@ func TestCloseStopsTimers(t *testing.T) {
 }
 
 // TestCloseWaitsForTimerCallback: Close waits for a timer callback that is
-// running, and a timer that fires after Close runs nothing.
+// running, and a timer that fires after Close runs nothing. It runs in a
+// testing/synctest bubble, so "Close has not returned" is exact: every
+// goroutine of the bubble is blocked.
 func TestCloseWaitsForTimerCallback(t *testing.T) {
-	leaktest.Check(t)
-	conn, resp := dialAccept(t, loopback.New(), "", nil, nil)
-	defer conn.Close()
-	started, release := make(chan struct{}), make(chan struct{})
-	resp.afterFunc(0, func() {
-		close(started)
-		<-release
-	})
-	<-started
-	closed := make(chan struct{})
-	go func() {
-		resp.Close()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-		t.Fatal("Close returned while a timer callback was running")
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(release)
-	select {
-	case <-closed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not return once the callback had")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		conn, resp := dialAccept(t, loopback.New(), "", nil, nil)
+		defer conn.Close()
+		started, release := make(chan struct{}), make(chan struct{})
+		resp.afterFunc(0, func() {
+			close(started)
+			<-release
+		})
+		<-started
+		closed := make(chan struct{})
+		go func() {
+			resp.Close()
+			close(closed)
+		}()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a timer callback was running")
+		default:
+		}
+		close(release)
+		<-closed
 
-	var ran atomic.Bool
-	resp.afterFunc(0, func() { ran.Store(true) })
-	waitFor(t, "the timer to fire", func() bool { return resp.timers.Load() == 0 })
-	if ran.Load() {
-		t.Error("a timer callback ran after Close")
-	}
+		var ran atomic.Bool
+		resp.afterFunc(time.Second, func() { ran.Store(true) })
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if ran.Load() || resp.timers.Load() != 0 {
+			t.Errorf("after Close: callback ran %v, %d timers armed", ran.Load(), resp.timers.Load())
+		}
+	})
 }
 
 // TestClosePushFinal: a responder's Push hands on the error that ends the

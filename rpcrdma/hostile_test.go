@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -630,7 +631,7 @@ func TestReadReplyBeyondMax(t *testing.T) {
 // TestAbandonedCallEndsConnection: a cancelled call keeps its credit until
 // its reply comes; a reply that never comes ends the connection after
 // AbandonTimeout, while one that comes in time is dropped and the
-// connection carries on.
+// connection carries on. Both run on a testing/synctest bubble's clock.
 func TestAbandonedCallEndsConnection(t *testing.T) {
 	cancelled := func(t *testing.T, r *rawResponder) uint32 {
 		t.Helper()
@@ -648,28 +649,32 @@ func TestAbandonedCallEndsConnection(t *testing.T) {
 		return binary.BigEndian.Uint32(call)
 	}
 	t.Run("no-reply", func(t *testing.T) {
-		r := newRawResponder(t, &Config{AbandonTimeout: 50 * time.Millisecond})
-		cancelled(t, r)
-		select {
-		case <-r.conn.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatal("connection still up long after AbandonTimeout")
-		}
-		var ce *ConnError
-		if err := r.conn.Err(); !errors.As(err, &ce) || !strings.Contains(err.Error(), "no reply to cancelled call") {
-			t.Fatalf("connection ended with %v", err)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			r := newRawResponder(t, &Config{AbandonTimeout: 50 * time.Millisecond})
+			cancelled(t, r)
+			select {
+			case <-r.conn.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("connection still up long after AbandonTimeout")
+			}
+			var ce *ConnError
+			if err := r.conn.Err(); !errors.As(err, &ce) || !strings.Contains(err.Error(), "no reply to cancelled call") {
+				t.Fatalf("connection ended with %v", err)
+			}
+		})
 	})
 	t.Run("late-reply", func(t *testing.T) {
-		r := newRawResponder(t, &Config{AbandonTimeout: time.Second})
-		xid := cancelled(t, r)
-		if _, err := r.tryExchange(nullReply(xid, 8), time.Millisecond); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(1500 * time.Millisecond)
-		if err := r.conn.Err(); err != nil {
-			t.Fatalf("connection ended after the late reply came: %v", err)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			r := newRawResponder(t, &Config{AbandonTimeout: time.Second})
+			xid := cancelled(t, r)
+			if _, err := r.tryExchange(nullReply(xid, 8), time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1500 * time.Millisecond)
+			if err := r.conn.Err(); err != nil {
+				t.Fatalf("connection ended after the late reply came: %v", err)
+			}
+		})
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -311,8 +312,21 @@ func TestDialClientRefusesDial(t *testing.T) {
 }
 
 // forListeners runs f with each provider and an address to listen on:
-// the strict in-process provider and the software iWARP on loopback TCP.
+// the strict in-process provider, in a testing/synctest bubble so that
+// backoffs and timeouts run on the bubble's clock, and the software iWARP
+// on loopback TCP, which cannot (its goroutines wait on the network,
+// which a bubble does not count as blocked).
 func forListeners(t *testing.T, f func(t *testing.T, p rdma.Provider, addr string)) {
+	t.Run("loopback", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { f(t, loopback.New(), "") })
+	})
+	t.Run("iwarp", func(t *testing.T) { f(t, newIWARP(t), "127.0.0.1:0") })
+}
+
+// forListenersWallClock is forListeners with the in-process provider on
+// the wall clock, for a test whose goroutines never all block at once: a
+// bubble's clock would not move.
+func forListenersWallClock(t *testing.T, f func(t *testing.T, p rdma.Provider, addr string)) {
 	t.Run("loopback", func(t *testing.T) { f(t, loopback.New(), "") })
 	t.Run("iwarp", func(t *testing.T) { f(t, newIWARP(t), "127.0.0.1:0") })
 }
@@ -387,8 +401,11 @@ func TestReconnectReplyCache(t *testing.T) {
 // chunk each while connections are cut at random, from the server's side,
 // without warning: every call completes with its own bytes in place, and,
 // with the server's reply cache on, each ran exactly once.
+//
+// Its callers call without pause while the cutter sleeps between cuts, so
+// it runs on the wall clock (forListenersWallClock).
 func TestReconnectChaos(t *testing.T) {
-	forListeners(t, func(t *testing.T, p rdma.Provider, addr string) {
+	forListenersWallClock(t, func(t *testing.T, p rdma.Provider, addr string) {
 		const procChaos = 22
 		srv := rpc.NewServer(&rpc.ServerOptions{ReplyCache: 4096})
 		var mu sync.Mutex

@@ -31,6 +31,11 @@ import (
 // totals, so every counter only grows.
 type serverMetrics struct {
 	provider *iwarp.Provider
+	// listener, when set (setListener), is where the limits that act before a
+	// connection exists (MaxConns, MaxConnsPerAddr, the shared pool) are
+	// counted, with those closing one, and where the memory its calls
+	// hold is; otherwise the limits come from the connections.
+	listener atomic.Pointer[rpcrdma.Listener]
 
 	mu     sync.Mutex
 	conns  map[*rpcrdma.Conn]struct{}
@@ -66,6 +71,9 @@ type sample struct {
 	label, labelValue string // label "" for none
 	value             float64
 }
+
+// setListener makes the metrics report l's limits and memory.
+func (m *serverMetrics) setListener(l *rpcrdma.Listener) { m.listener.Store(l) }
 
 // families returns the metrics as they are now, in a fixed order.
 func (m *serverMetrics) families() []family {
@@ -119,17 +127,33 @@ func (m *serverMetrics) families() []family {
 	// Every drop and rejection by reason, named as StatsSnapshot.Counters
 	// names them ("dropped_credit_overrun", "rejected_chunk").
 	discarded := family{name: "rpcrdma_discarded_total", help: "Messages received and dropped (reason dropped_*) or rejected with RDMA_ERROR (reason rejected_*), by reason.", typ: counterType}
-	// The Bounds that acted on a connection ("limit_idle").
-	limits := family{name: "rpcrdma_limits_total", help: "Connections refused or closed by one of the server's bounds, by reason.", typ: counterType}
+	// The Bounds that acted ("limit_idle"): the Listener counts every
+	// one, those refusing a request before any connection exists too.
+	limits := family{name: "rpcrdma_limits_total", help: "Connection requests refused and connections closed by one of the server's bounds, by reason.", typ: counterType}
+	ln := m.listener.Load()
+	var ls rpcrdma.ListenerStats
+	if ln != nil {
+		ls = ln.Stats()
+	}
 	for _, c := range sum.Counters() {
 		switch {
 		case strings.HasPrefix(c.Name, "dropped_"), strings.HasPrefix(c.Name, "rejected_"):
 			discarded.samples = append(discarded.samples, sample{"reason", c.Name, float64(c.Value)})
-		case strings.HasPrefix(c.Name, "limit_"):
+		case strings.HasPrefix(c.Name, "limit_") && ln == nil:
 			limits.samples = append(limits.samples, sample{"reason", c.Name, float64(c.Value)})
 		}
 	}
+	if ln != nil {
+		for r := range rpcrdma.NumReasons {
+			if r.IsLimit() {
+				limits.samples = append(limits.samples, sample{"reason", r.String(), float64(ls.Limits[r])})
+			}
+		}
+	}
 	fams := []family{calls, paths, bytes, errSent, errRecv, discarded, limits}
+	if ln != nil {
+		fams = append(fams, one("rpcrdma_memory_bytes", "Bytes the calls in progress hold now, from the server's memory budget (Bounds.ServerMemory).", gaugeType, float64(ls.Memory)))
+	}
 	if m.provider != nil {
 		ps := m.provider.Stats()
 		fams = append(fams, family{name: "rpcrdma_iwarp_terminates_total", help: "RDMAP Terminate messages, sent (a violation detected here) or received.", typ: counterType, samples: []sample{

@@ -3,12 +3,17 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
+	"log/slog"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/loopback"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
@@ -278,5 +283,64 @@ func TestMetricsReasons(t *testing.T) {
 		if v, ok := got[name]; !ok || v != want {
 			t.Errorf("reason %s: %v (present %v), want %v", name, v, ok, want)
 		}
+	}
+}
+
+// TestMetricsListenerLimits: a limit that refuses a connection request
+// acts before any connection exists; the metrics count it from the
+// Listener, with the memory its calls hold.
+func TestMetricsListenerLimits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p := loopback.New()
+	l, err := rpcrdma.Listen(ctx, p, "", &rpcrdma.Config{Bounds: rpcrdma.Bounds{MaxConns: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newServerMetrics(nil)
+	m.setListener(l)
+	srv := rpc.NewServer(nil)
+	const prog = 0x20000001
+	srv.Handle(prog, 1, 0, func(context.Context, *rpc.Call) (rpc.Body, error) { return rpc.Body{}, nil })
+	served := make(chan error, 1)
+	go func() { served <- serveLoop(l, srv, m, slog.New(slog.DiscardHandler)) }()
+	defer func() {
+		l.Close()
+		srv.Close()
+		<-served
+	}()
+	conn, err := rpcrdma.Dial(ctx, p, l.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := rpc.NewClient(conn)
+	defer cli.Close()
+	if err := cli.Null(ctx, prog, 1); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := rpcrdma.Dial(ctx, p, l.Addr().String(), nil); !errors.Is(err, rdma.ErrRejected) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("a second connection with MaxConns 1: %v, want a rejection", err)
+	}
+	rec := httptest.NewRecorder()
+	m.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	fams := parseExposition(t, rec.Body.String())
+	limits := map[string]float64{}
+	for _, s := range fams["rpcrdma_limits_total"].samples {
+		limits[s.value] = s.v
+	}
+	for r := range rpcrdma.NumReasons {
+		want := 0.0
+		if r == rpcrdma.LimitMaxConns {
+			want = 1
+		}
+		if v, ok := limits[r.String()]; r.IsLimit() && (!ok || v != want) {
+			t.Errorf("%s: %v (present %v), want %v", r, v, ok, want)
+		}
+	}
+	if f := fams["rpcrdma_memory_bytes"]; f == nil || f.typ != "gauge" || len(f.samples) != 1 || f.samples[0].v != 0 {
+		t.Errorf("rpcrdma_memory_bytes: %+v", f)
 	}
 }

@@ -77,6 +77,7 @@ flags:
 	if err != nil {
 		return err
 	}
+	m.setListener(l)
 	if *metricsAddr != "" {
 		if err := m.start(*metricsAddr, log); err != nil {
 			l.Close()
