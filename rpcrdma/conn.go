@@ -33,12 +33,13 @@ import (
 // no RDMA Read to a pushed deliver function itself (pushCall), which must
 // not block either.
 //
-// Locks. Mutexes guard only small tables, and all but one are leaves,
+// Locks. Mutexes guard only small tables, and all but two are leaves,
 // never held while another is taken: opsMu, errMu, sideMu, requester.mu,
-// responder.mu, Backchannel.mu and the credit windows' own. pushMu is the
-// exception: it is held while the rpc layer's deliver function runs, which
-// may call Send or CancelCall and so take the leaves. So the order is
-// pushMu, then any one leaf.
+// Backchannel.mu, the shared pool's mu and the credit windows' own.
+// pushMu is held while the rpc layer's deliver function runs, which may
+// call Send or CancelCall and so take the leaves; responder.mu is held
+// while a grant is raised or lowered, which takes the shared pool's mu
+// (pool.go). So the order is pushMu, then responder.mu, then any one leaf.
 //
 // Buffers. Receives land in one provider-allocated region of equal slots,
 // one per posted receive; each Send is built in a slot of a second region.

@@ -72,8 +72,10 @@
 // receive from one pool, a shared receive queue of the provider, instead
 // of Grant.Max receives each: a connection is promised one credit when
 // accepted and more (up to 32) while its calls keep its grant busy and
-// its requester asks for more, never more than the pool holds; a request
-// the pool cannot promise a credit to is refused. An idle connection
+// its requester asks for more, never more than the pool holds, and is
+// lowered again, to one credit for a connection making a call now and
+// then, as its calls come fewer at once (RFC 8166 Section 3.3.1); a
+// request the pool cannot promise a credit to is refused. An idle connection
 // then registers two send buffers and no receive: with 1 KiB inline
 // messages, 10,000 connections to one responder register 29 MiB in all.
 //

@@ -15,10 +15,17 @@ package rpcrdma
 // and its requester asks for more credits than it has, its grant doubles,
 // up to Grant.Max, what the requester asks for and 32, as long as the pool
 // has receives not promised to another connection; so the grant is never 0 and never
-// more than can be received. A grant is not lowered while the connection
-// lives (a requester may have sent calls under the larger grant that
-// have not arrived yet); what it was promised returns to the pool when
-// the connection closes, which IdleTimeout bounds for idle connections.
+// more than can be received. RFC 8166 Section 3.3.1 lets the grant be
+// adjusted down as well as up: a reply that leaves a connection with no
+// call unanswered, reviewPeriod or more after the last review, lowers its
+// grant to the most calls the connection had unanswered at once since
+// then, and never below one (replyGrant). A connection that makes a call
+// now and then so comes down to one credit, while one whose calls keep
+// several in flight keeps them, though its calls may all be answered for
+// a moment now and then. The requester may have sent calls under the
+// larger grant before it sees the reply, so those receives stay promised
+// for reclaimDelay; then they return to the pool (reclaimCredits), as
+// all a connection was promised does when it closes.
 //
 // The pool outlives the Listener's Close while connections it accepted
 // are open: it is closed with the last of them.
@@ -28,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 )
@@ -201,26 +209,86 @@ func (c *Conn) shared() bool { return c.ln != nil && c.ln.pool != nil }
 
 // raiseGrant doubles the grant of c, a responder whose calls keep its
 // whole grant busy and whose requester asked for requested credits, up to
-// Grant.Max and requested, with receives the pool can promise.
+// Grant.Max and requested, with receives the pool can promise beyond
+// those it has promised c already. c.resp.mu is held.
 func (c *Conn) raiseGrant(requested uint32) {
 	if !c.shared() {
 		return
 	}
 	r := c.resp
 	limit := min(c.cfg.Grant.Grant(^uint32(0)), requested, sharedGrantCap)
-	for {
-		g := r.grant.Load()
-		if g >= limit {
+	g := r.grant.Load()
+	if g >= limit {
+		return
+	}
+	want := g + min(g, limit-g)
+	// A grant lowered recently may still hold the receives.
+	promised := uint32(max(c.allot.Load()-int64(c.cfg.BackwardCredits), 0))
+	if want > promised {
+		if !c.ln.pool.allot(int(want - promised)) {
 			return
 		}
-		extra := min(g, limit-g)
-		if !c.ln.pool.allot(int(extra)) {
-			return
-		}
-		if r.grant.CompareAndSwap(g, g+extra) {
-			c.allot.Add(int64(extra))
-			return
-		}
-		c.ln.pool.detach(nil, int64(extra))
+		c.allot.Add(int64(want - promised))
+	}
+	r.grant.Store(want)
+}
+
+// reclaimDelay is how long the receives of a lowered grant stay promised
+// to its connection: time for the requester to have the reply that lowered
+// it, so that calls it sent under the larger grant are not taken for
+// overruns.
+const reclaimDelay = time.Second
+
+// reviewPeriod is how often, at most, a connection's grant is reviewed:
+// lowered to the most calls it had unanswered at once in that time.
+const reviewPeriod = time.Second
+
+// replyGrant returns the grant a reply of r carries, lowering it, with a
+// shared pool, when the reply leaves no call unanswered and reviewPeriod
+// has passed since the last review (pool.go's comment). The caller has
+// taken the reply's call out of r.pending.
+func (r *responder) replyGrant() uint32 {
+	if !r.c.shared() {
+		return r.grant.Load()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.grant.Load()
+	if r.npending > 0 {
+		return g
+	}
+	now := time.Now()
+	if r.reviewed.IsZero() {
+		r.reviewed = now // the first period starts with the first reply
+	}
+	if now.Sub(r.reviewed) < reviewPeriod {
+		return g
+	}
+	used := uint32(max(r.peak, 1))
+	r.peak, r.reviewed = 0, now
+	if used >= g {
+		return g
+	}
+	r.ceiling = max(r.ceiling, g)
+	r.grant.Store(used)
+	if r.reclaim == nil {
+		r.reclaim = r.c.afterFunc(reclaimDelay, r.reclaimCredits)
+	} else {
+		r.c.resetTimer(r.reclaim, reclaimDelay)
+	}
+	return used
+}
+
+// reclaimCredits gives the pool back the receives promised to r's
+// connection beyond its grant, reclaimDelay after the grant was lowered.
+func (r *responder) reclaimCredits() {
+	c := r.c
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ceiling = 0
+	keep := int64(r.grant.Load()) + int64(c.cfg.BackwardCredits)
+	if extra := c.allot.Load() - keep; extra > 0 {
+		c.allot.Add(-extra)
+		c.ln.pool.detach(nil, extra)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/loopback"
@@ -155,6 +157,75 @@ func TestSharedPoolBackchannel(t *testing.T) {
 			if got := d.DDPOpaque(1 << 20); string(got) != string(data) {
 				t.Fatalf("backward echo %d: %d bytes back, want %d", i, len(got), len(data))
 			}
+		}
+	})
+}
+
+// TestSharedPoolLowersGrant: a connection whose calls kept a large grant
+// busy, then made one call at a time for a while, is lowered to one
+// credit; the receives promised beyond it return to the pool reclaimDelay
+// later, not before, and a new burst raises the grant again. On a
+// testing/synctest bubble's clock.
+func TestSharedPoolLowersGrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const depth = 64
+		ctx := ctxT(t)
+		n := loopback.New()
+		l := listenBounded(t, n, "", Bounds{SharedReceives: depth})
+		conn, err := Dial(ctx, n, l.Addr().String(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli := rpc.NewClient(conn)
+		defer cli.Close()
+		allotted := func() int {
+			l.pool.mu.Lock()
+			defer l.pool.mu.Unlock()
+			return l.pool.allotted
+		}
+		burst := func() {
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Go(func() {
+					if err := cli.Null(ctx, testProg, testVers); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+		}
+		for range 5 {
+			burst()
+		}
+		raised := allotted()
+		if g := conn.Info().Credits; raised <= 1 || g <= 1 {
+			t.Fatalf("grant %d, %d receives promised after bursts of 16 calls: the grant was not raised", g, raised)
+		}
+		// Calls one at a time, reviewPeriod apart: the first review
+		// after the bursts still sees them; the next sees one call at a
+		// time.
+		for range 2 {
+			time.Sleep(reviewPeriod)
+			if err := cli.Null(ctx, testProg, testVers); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if g := conn.Info().Credits; g != 1 {
+			t.Errorf("grant %d after calls made one at a time, want 1", g)
+		}
+		if got := allotted(); got <= 1 {
+			t.Errorf("%d receives promised right after the grant was lowered: given back before the requester had the reply", got)
+		}
+		time.Sleep(reclaimDelay + time.Millisecond)
+		synctest.Wait()
+		if got := allotted(); got != 1 {
+			t.Errorf("%d receives promised %v after the grant was lowered to 1, want 1", got, reclaimDelay)
+		}
+		for range 5 {
+			burst()
+		}
+		if got := allotted(); got <= 1 {
+			t.Errorf("%d receives promised after more bursts: the grant was not raised again", got)
 		}
 	})
 }

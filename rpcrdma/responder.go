@@ -43,13 +43,24 @@ import (
 // Replies go out in the requester's version.
 
 type responder struct {
-	c     *Conn
-	grant atomic.Uint32 // credits granted in every reply; rises while calls keep it busy (shared pool)
+	c *Conn
+	// grant is the credits granted in every reply. With a shared pool
+	// it rises while calls keep it busy and falls as the connection
+	// goes idle (pool.go); it is written under mu, read by anyone.
+	grant atomic.Uint32
 
 	mu       sync.Mutex
 	pending  map[uint32]*inCall    // calls received and not yet answered, chained by next for a repeated xid
 	npending int                   // calls in pending
 	done     map[uint32]*readReply // read-chunk replies awaiting RDMA_DONE
+	// With a shared pool (pool.go): the most calls unanswered at once
+	// since reviewed, when the grant was last reviewed; a grant lowered
+	// from, which the requester may still act on until reclaim runs (0:
+	// none).
+	peak     int
+	reviewed time.Time
+	ceiling  uint32
+	reclaim  *time.Timer
 }
 
 // readReply is an RFC 5666 read-chunk reply whose memory stays registered
@@ -159,8 +170,9 @@ func (r *responder) overrun() bool {
 	defer r.mu.Unlock()
 	if r.c.shared() {
 		// The pool's receives are shared: a requester may have its
-		// grant outstanding, and two messages outside the credit count.
-		return r.npending >= int(r.grant.Load())+2
+		// grant outstanding (or a larger one it has not yet seen
+		// lowered), and two messages outside the credit count.
+		return r.npending >= int(max(r.grant.Load(), r.ceiling))+2
 	}
 	return r.npending >= r.c.recvSlots-int(r.c.cfg.BackwardCredits)
 }
@@ -428,12 +440,12 @@ func (r *responder) addPending(ic *inCall) {
 		r.pending[ic.xid] = ic
 	}
 	r.npending++
+	r.peak = max(r.peak, r.npending)
 	g := r.grant.Load()
-	busy := r.npending >= int(g) && ic.credits > g
-	r.mu.Unlock()
-	if busy {
+	if r.npending >= int(g) && ic.credits > g {
 		r.c.raiseGrant(ic.credits)
 	}
+	r.mu.Unlock()
 }
 
 // refuse answers a call with ERR_CHUNK from Recv, counting it under
@@ -500,7 +512,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	// Plan. The header lives in ic, which stays until the call's Msg is
 	// released, after this returns.
 	h := &ic.hdr
-	*h = wire.Header{XID: xid, Vers: ic.vers, Credits: r.grant.Load()}
+	*h = wire.Header{XID: xid, Vers: ic.vers, Credits: r.replyGrant()}
 	shape := replyShape{
 		writes:    ic.writes,
 		reply:     ic.reply,
@@ -703,4 +715,7 @@ func (r *responder) closeAll(error) {
 		r.c.stopTimer(rr.timer)
 		r.c.releaseAll([]rdma.MR{rr.mr})
 	}
+	r.mu.Lock()
+	r.c.stopTimer(r.reclaim)
+	r.mu.Unlock()
 }
