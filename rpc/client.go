@@ -106,10 +106,13 @@ type Client struct {
 	started uint64        // calls begun
 	want    chan struct{} // DialClient: a call is waiting for a connection
 
-	// calls recycles this Client's pendingCall values. It is the
-	// Client's, not the package's: a pendingCall's channel belongs to
-	// the testing/synctest bubble that made it, and a Client made in
-	// one bubble is used only there.
+	// calls recycles this Client's pendingCall values: a call's is
+	// unreachable once Call returns (its xid has left the table, and
+	// the transport is done with its memory: the reply came, or
+	// CancelCall was called). The pool is the Client's, not the
+	// package's: a pendingCall's channel belongs to the testing/synctest
+	// bubble that made it, and a Client made in one bubble is used only
+	// there.
 	calls sync.Pool
 
 	stats clientCounters
@@ -160,10 +163,6 @@ type pendingCall struct {
 	items []DDPItem       // backing for msg.Items, kept across uses
 	on    *link           // the link the call was last sent on; c.mu
 }
-
-// Client.calls recycles pendingCall values: a call's is unreachable once
-// Call returns (its xid has left the table, and the transport is done with
-// its memory: the reply came, or CancelCall was called).
 
 type callResult struct {
 	msg *Msg
