@@ -222,8 +222,16 @@ static inline int shim_post_send(struct ibv_qp *qp, uint64_t wr_id, int opcode, 
 		wr.wr.rdma.remote_addr = raddr;
 		wr.wr.rdma.rkey = rkey;
 	}
-	if (opcode == IBV_WR_SEND_WITH_INV)
+	if (opcode == IBV_WR_SEND_WITH_INV) {
 		wr.invalidate_rkey = inv;
+		/* rdma-core's siw provider (providers/siw/siw.c, push_send_wqe)
+		 * sends the STag of wr.rdma.rkey, whatever the opcode; the
+		 * other providers read invalidate_rkey and ignore wr.rdma on a
+		 * Send. Without this, siw sends STag 0 and the peer answers
+		 * with a Terminate ("STag cannot be invalidated", RFC 5040
+		 * Section 4.8). */
+		wr.wr.rdma.rkey = inv;
+	}
 	return ibv_post_send(qp, &wr, &bad) ? -errno : 0;
 }
 
