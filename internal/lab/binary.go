@@ -58,40 +58,7 @@ func Share(t testing.TB) string {
 // (see Run), so they run one at a time.
 func RunTestBinary(t testing.TB, pkg string, tags []string, args ...string) (output string) {
 	t.Helper()
-	share := Share(t)
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("RunTestBinary %s: no go command to build it: %v", pkg, err)
-	}
-	base := path.Base(filepath.ToSlash(pkg))
-	if base == "." || base == "/" {
-		wd, _ := os.Getwd()
-		base = filepath.Base(wd)
-	}
-	f, err := os.CreateTemp(share, base+"-*.test")
-	if err != nil {
-		t.Fatalf("RunTestBinary %s: %v", pkg, err)
-	}
-	f.Close()
-	bin := f.Name()
-	t.Cleanup(func() { os.Remove(bin) })
-
-	cgo := "0"
-	if slices.Contains(tags, "verbs") {
-		cgo = "1"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(ctx, goTool, "test", "-c", "-o", bin, "-tags", strings.Join(tags, ","), pkg)
-	build.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
-	start := time.Now()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("RunTestBinary: %s: %v\n%s", strings.Join(build.Args, " "), err, out)
-	}
-	if err := os.Chmod(bin, 0o755); err != nil {
-		t.Fatalf("RunTestBinary %s: %v", pkg, err)
-	}
-	t.Logf("built %s (tags %q, CGO_ENABLED=%s) in %v", bin, tags, cgo, time.Since(start).Round(time.Millisecond))
+	bin := build(t, pkg, tags, true)
 
 	limit := BinaryTimeout
 	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
@@ -111,7 +78,7 @@ func RunTestBinary(t testing.TB, pkg string, tags []string, args ...string) (out
 	// longer so that the exit status (124 after SIGTERM) comes back.
 	cmd := fmt.Sprintf("cd /tmp && %s=1 timeout %d /share/%s %s",
 		guestEnv, int(limit.Seconds()), filepath.Base(bin), strings.Join(q, " "))
-	start = time.Now()
+	start := time.Now()
 	out, rc := Run(t, cmd, limit+20*time.Second)
 	if rc != 0 {
 		t.Fatalf("RunTestBinary: %s in the guest: exit status %d after %v (124: killed at %v)\n%s",
@@ -119,6 +86,70 @@ func RunTestBinary(t testing.TB, pkg string, tags []string, args ...string) (out
 	}
 	t.Logf("ran %s in the guest in %v", filepath.Base(bin), time.Since(start).Round(time.Millisecond))
 	return out
+}
+
+// BuildBinary builds the command pkg (an import path, or a directory
+// relative to the calling test's package directory) on the host with go
+// build and the build tags tags, puts it in the share under a name of its
+// own, and returns the path at which the guest runs it (/share/NAME). It
+// is built as RunTestBinary builds a test binary: with CGO_ENABLED=1 when
+// tags hold "verbs", static otherwise. It skips t as Share does and fails
+// t if the build fails. The binary is removed when t ends; stop what runs
+// it in the guest before then.
+func BuildBinary(t testing.TB, pkg string, tags []string) (guestPath string) {
+	t.Helper()
+	return "/share/" + filepath.Base(build(t, pkg, tags, false))
+}
+
+// build builds pkg with tags into the share (its tests with go test -c
+// when test is true) and returns the host path of the binary, which is
+// removed when t ends.
+func build(t testing.TB, pkg string, tags []string, test bool) string {
+	t.Helper()
+	share := Share(t)
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("building %s for the guest: no go command: %v", pkg, err)
+	}
+	base := path.Base(filepath.ToSlash(pkg))
+	if base == "." || base == "/" {
+		wd, _ := os.Getwd()
+		base = filepath.Base(wd)
+	}
+	suffix := ".test"
+	if !test {
+		suffix = ".bin"
+	}
+	f, err := os.CreateTemp(share, base+"-*"+suffix)
+	if err != nil {
+		t.Fatalf("building %s for the guest: %v", pkg, err)
+	}
+	f.Close()
+	bin := f.Name()
+	t.Cleanup(func() { os.Remove(bin) })
+
+	cgo := "0"
+	if slices.Contains(tags, "verbs") {
+		cgo = "1"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args := []string{"build"}
+	if test {
+		args = []string{"test", "-c"}
+	}
+	args = append(args, "-o", bin, "-tags", strings.Join(tags, ","), pkg)
+	cmd := exec.CommandContext(ctx, goTool, args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building for the guest: %s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatalf("building %s for the guest: %v", pkg, err)
+	}
+	t.Logf("built %s (tags %q, CGO_ENABLED=%s) in %v", bin, tags, cgo, time.Since(start).Round(time.Millisecond))
+	return bin
 }
 
 // shellQuote quotes s for sh(1) as one word.
