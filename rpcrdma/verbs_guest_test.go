@@ -15,15 +15,17 @@ import (
 // TestVerbsGuest builds this package's tests with -tags verbs and runs
 // them in the lab guest: TestVerbsLinuxNFS (our requester over the verbs
 // provider against knfsd) and TestVerbsGuestClientMount (the kernel's NFS
-// client against our responder over verbs), each on rxe0 (RoCE v2) and
-// siw0 (iWARP). It skips without the lab VM.
+// client against our responder over verbs) and TestVerbsSharedReceives (a
+// responder's shared receive pool on a real shared receive queue), each on
+// rxe0 (RoCE v2) and siw0 (iWARP). It skips without the lab VM.
 func TestVerbsGuest(t *testing.T) {
 	if lab.InGuest() {
 		t.Skip("already in the guest")
 	}
-	out := lab.RunTestBinary(t, ".", []string{"verbs"}, "-test.run", "^TestVerbs(LinuxNFS|GuestClientMount)$", "-test.v")
+	out := lab.RunTestBinary(t, ".", []string{"verbs"}, "-test.run", "^TestVerbs(LinuxNFS|GuestClientMount|SharedReceives)$", "-test.v")
 	for _, want := range []string{"--- PASS: TestVerbsLinuxNFS/rxe0", "--- PASS: TestVerbsLinuxNFS/siw0",
-		"--- PASS: TestVerbsGuestClientMount/rxe0", "--- PASS: TestVerbsGuestClientMount/siw0"} {
+		"--- PASS: TestVerbsGuestClientMount/rxe0", "--- PASS: TestVerbsGuestClientMount/siw0",
+		"--- PASS: TestVerbsSharedReceives/rxe0", "--- PASS: TestVerbsSharedReceives/siw0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the guest's output:\n%s", want, out)
 		}

@@ -304,3 +304,116 @@ func TestVerbsToHostIWARP(t *testing.T) {
 		t.Errorf("stats %+v: want a read chunk and a long call", s)
 	}
 }
+
+// TestVerbsSharedReceives: in the lab guest, a responder over the verbs
+// provider with Bounds.SharedReceives receives from a real shared receive
+// queue (ibv_create_srq) on rxe0 and on siw0: 24 connections, each with
+// 8 calls in flight (NULL, and a 64 KiB WRITE through a read chunk with
+// its data checked by the server), all answered; the responder's
+// connections have no receive queue of their own; the queue and
+// everything else is given back at the end.
+func TestVerbsSharedReceives(t *testing.T) {
+	if !lab.InGuest() {
+		t.Skip("runs in the lab guest (TestVerbsGuest), which has RDMA devices")
+	}
+	for _, tg := range []struct{ ip, device string }{{lab.GuestRxeIP, "rxe0"}, {lab.GuestSiwIP, "siw0"}} {
+		t.Run(tg.device, func(t *testing.T) {
+			const conns, inFlight, pool = 24, 8, 96
+			p, err := verbs.New(verbs.Options{Device: tg.device})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			l, err := rpcrdma.Listen(ctx, p, tg.ip+":0", &rpcrdma.Config{Bounds: rpcrdma.Bounds{SharedReceives: pool}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := p.Resources(); r.SRQs != 1 {
+				t.Errorf("listening with a shared pool: %+v, want one shared receive queue", r)
+			}
+			srv := rpc.NewServer(nil)
+			benchprog.Register(srv)
+			var (
+				mu       sync.Mutex
+				accepted []*rpcrdma.Conn
+				wg       sync.WaitGroup
+			)
+			go func() {
+				for {
+					c, err := l.Accept(ctx)
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					accepted = append(accepted, c)
+					mu.Unlock()
+					wg.Add(1)
+					go func() { defer wg.Done(); srv.Serve(c) }()
+				}
+			}()
+
+			clients := make([]*rpc.Client, conns)
+			rconns := make([]*rpcrdma.Conn, conns)
+			for i := range clients {
+				c, err := rpcrdma.Dial(ctx, p, l.Addr().String(), nil)
+				if err != nil {
+					t.Fatalf("connection %d: %v", i, err)
+				}
+				rconns[i], clients[i] = c, rpc.NewClient(c)
+			}
+			data := benchprog.Pattern(64 << 10)
+			errs := make(chan error, conns*inFlight)
+			for i := range clients {
+				bc := benchprog.Client{C: clients[i]}
+				for k := range inFlight {
+					go func() {
+						if k%2 == 0 {
+							errs <- bc.Null(ctx)
+						} else {
+							errs <- bc.Write(ctx, data)
+						}
+					}()
+				}
+			}
+			for range conns * inFlight {
+				if err := <-errs; err != nil {
+					t.Error(err)
+				}
+			}
+			st := l.Stats()
+			t.Logf("%d connections on %s: listener %+v", conns, tg.device, st)
+			for i, c := range rconns {
+				if s := c.Stats(); s.ErrorsReceived != [4]uint64{} {
+					t.Errorf("connection %d: RDMA_ERRORs received: %v", i, s.ErrorsReceived)
+				}
+			}
+			mu.Lock()
+			if len(accepted) != conns {
+				t.Errorf("%d connections accepted, want %d", len(accepted), conns)
+			}
+			for i, c := range accepted {
+				if lim := c.RDMA().Limits(); lim.RecvQueueDepth != 0 {
+					t.Errorf("responder connection %d has a receive queue of its own: %+v", i, lim)
+				}
+			}
+			mu.Unlock()
+			for _, c := range clients {
+				c.Close()
+			}
+			for _, c := range rconns {
+				c.Close()
+			}
+			l.Close()
+			srv.Close()
+			wg.Wait()
+			deadline := time.Now().Add(10 * time.Second)
+			for p.Resources() != (verbs.Resources{}) && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if r := p.Resources(); r != (verbs.Resources{}) {
+				t.Errorf("resources left: %+v", r)
+			}
+		})
+	}
+}

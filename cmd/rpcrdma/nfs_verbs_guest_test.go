@@ -78,7 +78,7 @@ func guestMountNFSServe(t *testing.T, bin, device, ip string) {
 	}()
 
 	before := rxeSentPackets(t)
-	run(fmt.Sprintf("timeout 90 mount -t nfs -o vers=3,proto=rdma,port=%s,mountport=%s,mountproto=tcp,nolock,noacl,soft,timeo=600,retrans=2 %s:/export /mnt/nfsv",
+	run(fmt.Sprintf("timeout 90 mount -t nfs -o vers=3,proto=rdma,port=%s,mountport=%s,mountproto=tcp,nolock,noacl,soft,timeo=300,retrans=1 %s:/export /mnt/nfsv",
 		guestNFSRDMAPort, guestNFSTCPPort, ip), 90*time.Second)
 	// Every connection to the server's port, both ends, is on device.
 	out := run("rdma res show cm_id | grep -E ':"+guestNFSRDMAPort+"( |$)'", 30*time.Second)

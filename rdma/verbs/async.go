@@ -12,6 +12,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 )
@@ -42,6 +43,7 @@ type watcher struct {
 
 	mu    sync.Mutex
 	conns map[*Conn]struct{}
+	srqs  map[uintptr]*SharedRecvQueue // by the struct ibv_srq's address
 }
 
 // watchAsync adds c, whose queue pair exists, to its device's watcher,
@@ -49,24 +51,45 @@ type watcher struct {
 // the early warning: the error is logged, and c still learns of failures
 // from its completions and from rdma_cm.
 func (c *Conn) watchAsync() {
-	ctx := c.id.verbs
+	w := startWatcher(c.p, c.id.verbs, c.dev.name)
+	if w == nil {
+		return
+	}
+	w.conns[c] = struct{}{}
+	w.mu.Unlock()
+	c.watcher = w
+}
+
+// watchAsync adds q to its device's watcher, for its limit event, as
+// Conn.watchAsync does.
+func (q *SharedRecvQueue) watchAsync() {
+	w := startWatcher(q.p, q.ctx, q.dev)
+	if w == nil {
+		return
+	}
+	w.srqs[uintptr(unsafe.Pointer(q.srq))] = q
+	w.mu.Unlock()
+	q.watcher = w
+}
+
+// startWatcher returns the watcher of ctx, started if need be, with its
+// mu held; or nil if it cannot start, which it logs.
+func startWatcher(p *Provider, ctx *C.struct_ibv_context, dev string) *watcher {
 	watchersMu.Lock()
 	defer watchersMu.Unlock()
 	w := watchers[ctx]
 	if w == nil {
 		f, err := pollable(int(ctx.async_fd), "ibv_async_fd")
 		if err != nil {
-			c.p.log.Warn("verbs: cannot watch the device's asynchronous events", "device", c.dev.name, "err", err)
-			return
+			p.log.Warn("verbs: cannot watch the device's asynchronous events", "device", dev, "err", err)
+			return nil
 		}
-		w = &watcher{ctx: ctx, f: f, done: make(chan struct{}), conns: map[*Conn]struct{}{}}
+		w = &watcher{ctx: ctx, f: f, done: make(chan struct{}), conns: map[*Conn]struct{}{}, srqs: map[uintptr]*SharedRecvQueue{}}
 		watchers[ctx] = w
-		go w.run(c.dev.name)
+		go w.run(dev)
 	}
 	w.mu.Lock()
-	w.conns[c] = struct{}{}
-	w.mu.Unlock()
-	c.watcher = w
+	return w
 }
 
 // unwatchAsync removes c from its watcher, and stops the watcher (its
@@ -78,11 +101,26 @@ func (c *Conn) unwatchAsync() {
 		return
 	}
 	c.watcher = nil
+	w.remove(func() { delete(w.conns, c) })
+}
+
+// unwatchAsync removes q from its watcher, as Conn.unwatchAsync does.
+func (q *SharedRecvQueue) unwatchAsync() {
+	w := q.watcher
+	if w == nil {
+		return
+	}
+	q.watcher = nil
+	w.remove(func() { delete(w.srqs, uintptr(unsafe.Pointer(q.srq))) })
+}
+
+// remove runs del under w.mu and stops w if it then watches nothing.
+func (w *watcher) remove(del func()) {
 	watchersMu.Lock()
 	defer watchersMu.Unlock()
 	w.mu.Lock()
-	delete(w.conns, c)
-	last := len(w.conns) == 0
+	del()
+	last := len(w.conns) == 0 && len(w.srqs) == 0
 	w.mu.Unlock()
 	if !last {
 		return
@@ -121,7 +159,7 @@ func (w *watcher) run(device string) {
 			return // unwatchAsync set the deadline
 		}
 		for _, ev := range evs {
-			w.dispatch(device, asyncEvent{kind: int(ev._type), qpNum: uint32(ev.qp_num), cq: uintptr(ev.cq), port: int(ev.port)})
+			w.dispatch(device, asyncEvent{kind: int(ev._type), qpNum: uint32(ev.qp_num), cq: uintptr(ev.cq), srq: uintptr(ev.srq), port: int(ev.port)})
 		}
 		if aerr != nil {
 			// The fd is unusable (the device is gone): end everything on
@@ -137,6 +175,7 @@ type asyncEvent struct {
 	kind    int // enum ibv_event_type
 	qpNum   uint32
 	cq      uintptr
+	srq     uintptr
 	port    int
 	readErr error // ibv_get_async_event failed
 }
@@ -185,6 +224,19 @@ func (e asyncEvent) affects(c *Conn) bool {
 
 // dispatch ends the connections e affects, with an error naming it.
 func (w *watcher) dispatch(device string, e asyncEvent) {
+	if e.kind == C.IBV_EVENT_SRQ_LIMIT_REACHED || e.kind == C.IBV_EVENT_SRQ_ERR {
+		w.mu.Lock()
+		q := w.srqs[e.srq]
+		w.mu.Unlock()
+		switch {
+		case q == nil:
+		case e.kind == C.IBV_EVENT_SRQ_LIMIT_REACHED:
+			q.limitReached()
+		default:
+			q.p.log.Error("verbs: shared receive queue failed", "device", device, "event", e)
+		}
+		return
+	}
 	w.mu.Lock()
 	var hit []*Conn
 	for c := range w.conns {

@@ -54,6 +54,7 @@ type Conn struct {
 	ccf *os.File
 	cq  *C.struct_ibv_cq
 	qp  *C.struct_ibv_qp
+	srq *SharedRecvQueue // the shared receive queue it is attached to, or nil (srq.go)
 
 	dev           device
 	lim           rdma.Limits
@@ -111,12 +112,23 @@ var _ rdma.Conn = (*Conn)(nil)
 func (c *Conn) setup(dev device, d rdma.Depths) error {
 	p := c.p
 	c.dev = dev
-	pd, err := C.ibv_alloc_pd(c.id.verbs)
-	if pd == nil {
-		return fmt.Errorf("ibv_alloc_pd: %w", err)
+	rq := d.RecvQueue
+	var srq *C.struct_ibv_srq
+	var rcq *C.struct_ibv_cq
+	if c.srq != nil {
+		pd, s, cq, err := c.srq.attachable(c.id.verbs, dev.name)
+		if err != nil {
+			return err
+		}
+		c.pd, srq, rcq, rq = pd, s, cq, 0
+	} else {
+		pd, err := C.ibv_alloc_pd(c.id.verbs)
+		if pd == nil {
+			return fmt.Errorf("ibv_alloc_pd: %w", err)
+		}
+		p.res.pds.Add(1)
+		c.pd = pd
 	}
-	p.res.pds.Add(1)
-	c.pd = pd
 	cc, err := C.ibv_create_comp_channel(c.id.verbs)
 	if cc == nil {
 		return fmt.Errorf("ibv_create_comp_channel: %w", err)
@@ -129,21 +141,24 @@ func (c *Conn) setup(dev device, d rdma.Depths) error {
 	}
 	p.res.files.Add(1)
 	c.ccf = f
-	cq, err := C.ibv_create_cq(c.id.verbs, C.int(d.SendQueue+d.RecvQueue), nil, cc, 0)
+	cq, err := C.ibv_create_cq(c.id.verbs, C.int(d.SendQueue+rq), nil, cc, 0)
 	if cq == nil {
-		return fmt.Errorf("ibv_create_cq %d entries: %w", d.SendQueue+d.RecvQueue, err)
+		return fmt.Errorf("ibv_create_cq %d entries: %w", d.SendQueue+rq, err)
 	}
 	p.res.cqs.Add(1)
 	c.cq = cq
 	if r, err := C.ibv_req_notify_cq(cq, 0); r != 0 {
 		return fmt.Errorf("ibv_req_notify_cq: %w", err)
 	}
-	if rc := C.shim_create_qp(c.id, pd, cq, C.int(d.SendQueue), C.int(d.RecvQueue), C.int(dev.maxSGE)); rc < 0 {
-		return fmt.Errorf("rdma_create_qp (send %d, receive %d, %d SGEs): %w", d.SendQueue, d.RecvQueue, dev.maxSGE, errnoErr(rc))
+	if rc := C.shim_create_qp(c.id, c.pd, cq, C.int(d.SendQueue), C.int(rq), C.int(dev.maxSGE), srq, rcq); rc < 0 {
+		return fmt.Errorf("rdma_create_qp (send %d, receive %d, %d SGEs, shared receive queue %t): %w", d.SendQueue, rq, dev.maxSGE, srq != nil, errnoErr(rc))
 	}
 	p.res.qps.Add(1)
 	c.qp = c.id.qp
 	c.qpNum = uint32(c.qp.qp_num)
+	if c.srq != nil {
+		c.srq.attach(c)
+	}
 	c.cqAddr = uintptr(unsafe.Pointer(cq))
 	c.port = int(c.id.port_num)
 	if c.port == 0 { // as queryDevice: rdma_cm leaves it 0 on some iWARP identifiers
@@ -169,6 +184,9 @@ func (c *Conn) finish(dev device, d rdma.Depths) {
 		// 10.6.7), and on Linux siw it revokes the key for good, which
 		// userspace cannot undo. So this side's regions refuse it.
 		RemoteInvalidation: false,
+	}
+	if c.srq != nil {
+		c.lim.RecvQueueDepth = 0
 	}
 	c.local = localAddr(c.id, dev.name)
 	c.remote = peerAddr(c.id, dev.name)
@@ -517,6 +535,9 @@ func (c *Conn) PostRecv(id uint64, sgl []rdma.SGE) error {
 	if c.err != nil {
 		return c.err
 	}
+	if c.srq != nil {
+		return fmt.Errorf("verbs: post receive %d: the connection takes its receives from a shared receive queue: %w", id, rdma.ErrInvalid)
+	}
 	if c.rqOut >= c.lim.RecvQueueDepth {
 		return fmt.Errorf("verbs: post receive %d: %d outstanding: %w", id, c.rqOut, rdma.ErrQueueFull)
 	}
@@ -743,6 +764,13 @@ func (c *Conn) destroy() {
 		c.qp = nil
 		p.res.qps.Add(-1)
 	}
+	if c.srq != nil {
+		// Not under c.mu: the queue takes it to end c for a failed
+		// receive.
+		c.mu.Unlock()
+		c.srq.detach(c)
+		c.mu.Lock()
+	}
 	if c.cq != nil {
 		C.ibv_destroy_cq(c.cq)
 		c.cq = nil
@@ -758,11 +786,11 @@ func (c *Conn) destroy() {
 		c.cc = nil
 		p.res.compChannels.Add(-1)
 	}
-	if c.pd != nil {
+	if c.pd != nil && c.srq == nil {
 		C.ibv_dealloc_pd(c.pd)
-		c.pd = nil
 		p.res.pds.Add(-1)
 	}
+	c.pd = nil
 	if c.id != nil {
 		p.destroyID(c.id)
 		c.id = nil

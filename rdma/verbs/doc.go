@@ -101,6 +101,22 @@
 // more), and the last Close lets librdmacm close the device, which the
 // kernel waits for before it finishes the removal.
 //
+// # Shared receive queues
+//
+// The provider implements rdma.SharedRecvProvider over ibv_create_srq. A
+// SharedRecvQueue belongs to one device (Options.Device, or the only
+// device there is) and has its own protection domain, completion queue
+// and completion channel; a connection attached to it (ConnConfig.
+// SharedRecv) is created on that protection domain with the queue as its
+// receive queue, so its own completion queue carries only send-queue
+// work, and the queue's completions name the connection by the queue pair
+// number the device reports. The limit event is the device's
+// (IBV_EVENT_SRQ_LIMIT_REACHED, read from the device's asynchronous
+// events). Attached connections share the queue's protection domain,
+// because rdma_rxe checks a receive's memory against the protection domain
+// of the queue pair the Send arrived on: an STag one of them exposes is
+// valid on the others (see SharedRecvQueue).
+//
 // Options.BusyPoll makes Wait poll the completion queue for a while
 // before it sleeps, trading a CPU for latency.
 //

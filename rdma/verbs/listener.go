@@ -241,6 +241,9 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg rdma.ConnConfig) (rdma.Con
 	if err != nil {
 		return nil, fmt.Errorf("verbs: accept %v: %w", r.remote, err)
 	}
+	if err := r.l.p.checkSharedRecv(cfg.SharedRecv); err != nil {
+		return nil, fmt.Errorf("verbs: accept %v: %w", r.remote, err)
+	}
 	if !r.take() {
 		return nil, fmt.Errorf("verbs: accept request from %v: already answered: %w", r.remote, rdma.ErrInvalid)
 	}
@@ -260,6 +263,7 @@ func (r *ConnRequest) accept(ctx context.Context, want rdma.Depths, cfg rdma.Con
 		return nil, err
 	}
 	c := &Conn{p: p, ch: ch, id: r.id, peerPD: r.pd}
+	c.srq, _ = cfg.SharedRecv.(*SharedRecvQueue) // setup checks it
 	ok := false
 	defer func() {
 		if !ok {

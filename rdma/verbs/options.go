@@ -76,4 +76,5 @@ type Resources struct {
 	QPs           int // queue pairs
 	MRs           int // registered memory regions
 	Files         int // file descriptors wrapped for Go's poller
+	SRQs          int // shared receive queues
 }

@@ -35,7 +35,7 @@ type Provider struct {
 }
 
 type resources struct {
-	channels, ids, pds, compChannels, cqs, qps, mrs, files atomic.Int64
+	channels, ids, pds, compChannels, cqs, qps, mrs, files, srqs atomic.Int64
 }
 
 var (
@@ -103,7 +103,7 @@ func (p *Provider) Resources() Resources {
 	return Resources{
 		EventChannels: int(r.channels.Load()), IDs: int(r.ids.Load()), PDs: int(r.pds.Load()),
 		CompChannels: int(r.compChannels.Load()), CQs: int(r.cqs.Load()), QPs: int(r.qps.Load()),
-		MRs: int(r.mrs.Load()), Files: int(r.files.Load()),
+		MRs: int(r.mrs.Load()), Files: int(r.files.Load()), SRQs: int(r.srqs.Load()),
 	}
 }
 
@@ -380,6 +380,9 @@ func (p *Provider) Dial(ctx context.Context, addr string, cfg rdma.ConnConfig) (
 	if err != nil {
 		return nil, fmt.Errorf("verbs: dial %s: %w", addr, err)
 	}
+	if err := p.checkSharedRecv(cfg.SharedRecv); err != nil {
+		return nil, fmt.Errorf("verbs: dial %s: %w", addr, err)
+	}
 	ap, err := parseAddr(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("verbs: dial %s: %w", addr, err)
@@ -406,6 +409,7 @@ func (p *Provider) dial(ctx context.Context, ap netip.AddrPort, want rdma.Depths
 		return nil, err
 	}
 	c := &Conn{p: p, ch: ch, id: id}
+	c.srq, _ = cfg.SharedRecv.(*SharedRecvQueue) // setup checks it
 	ok := false
 	defer func() {
 		if !ok {

@@ -154,17 +154,21 @@ static inline int shim_accept(struct rdma_cm_id *id, const void *pd, int pd_len,
 	return rdma_accept(id, &p) ? -errno : 0;
 }
 
-static inline int shim_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int sq, int rq, int sge) {
+// shim_create_qp creates id's RC queue pair. With srq (not NULL), receives
+// come from it and complete on rcq; otherwise they complete on cq.
+static inline int shim_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int sq, int rq, int sge,
+		struct ibv_srq *srq, struct ibv_cq *rcq) {
 	struct ibv_qp_init_attr a;
 	memset(&a, 0, sizeof a);
 	a.send_cq = cq;
-	a.recv_cq = cq;
+	a.recv_cq = srq ? rcq : cq;
+	a.srq = srq;
 	a.qp_type = IBV_QPT_RC;
 	a.sq_sig_all = 1;
 	a.cap.max_send_wr = sq;
-	a.cap.max_recv_wr = rq;
+	a.cap.max_recv_wr = srq ? 0 : rq;
 	a.cap.max_send_sge = sge;
-	a.cap.max_recv_sge = sge;
+	a.cap.max_recv_sge = srq ? 0 : sge;
 	return rdma_create_qp(id, pd, &a) ? -errno : 0;
 }
 
@@ -179,7 +183,7 @@ static inline int shim_qp_error(struct ibv_qp *qp) {
 // ibv_query_port.
 struct shim_limits {
 	int max_qp_wr, max_sge, max_sge_rd, max_cqe, max_qp_rd_atom, max_qp_init_rd_atom;
-	int max_mw, device_cap_flags;
+	int max_mw, device_cap_flags, max_srq_wr, max_srq_sge;
 	uint32_t max_msg_sz;
 	int transport, link_layer, vendor_id;
 	char name[IBV_SYSFS_NAME_MAX];
@@ -200,6 +204,8 @@ static inline int shim_query(struct ibv_context *ctx, int port, struct shim_limi
 	out->max_qp_rd_atom = d.max_qp_rd_atom;
 	out->max_qp_init_rd_atom = d.max_qp_init_rd_atom;
 	out->max_mw = d.max_mw;
+	out->max_srq_wr = d.max_srq_wr;
+	out->max_srq_sge = d.max_srq_sge;
 	out->device_cap_flags = d.device_cap_flags;
 	out->max_msg_sz = p.max_msg_sz;
 	out->transport = ctx->device->transport_type;
@@ -254,6 +260,7 @@ static inline void shim_sge(struct ibv_sge *s, int i, uint64_t addr, uint32_t le
 struct shim_wc {
 	uint64_t wr_id;
 	uint32_t status, opcode, byte_len, wc_flags, inv_rkey, vendor_err;
+	uint32_t qp_num; // the queue pair whose work completed
 };
 
 // shim_poll polls up to n completions into out; it returns the count or
@@ -275,6 +282,7 @@ static inline int shim_poll(struct ibv_cq *cq, int n, struct shim_wc *out) {
 			o->wc_flags = wc[i].wc_flags;
 			o->inv_rkey = (wc[i].wc_flags & IBV_WC_WITH_INV) ? wc[i].invalidated_rkey : 0;
 			o->vendor_err = wc[i].vendor_err;
+			o->qp_num = wc[i].qp_num;
 		}
 		got += k;
 		if (k < want)
@@ -317,6 +325,7 @@ struct shim_async_event {
 	int type;
 	uint32_t qp_num; // for QP events
 	uintptr_t cq;    // for CQ events: the struct ibv_cq's address
+	uintptr_t srq;   // for SRQ events: the struct ibv_srq's address
 	int port;        // for port events
 };
 
@@ -353,10 +362,58 @@ static inline int shim_async(struct ibv_context *ctx, struct shim_async_event *e
 	case IBV_EVENT_GID_CHANGE:
 		ev->port = e.element.port_num;
 		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		ev->srq = (uintptr_t)e.element.srq;
+		break;
 	default:
 		break;
 	}
 	ibv_ack_async_event(&e);
 	return 0;
 }
+
+// shim_device_list returns librdmacm's device contexts (rdma_get_devices),
+// the ones its identifiers use, and their count in *n; the caller frees
+// the list with rdma_free_devices, which keeps librdmacm's reference to
+// each context until then.
+static inline struct ibv_context **shim_device_list(int *n) {
+	return rdma_get_devices(n);
+}
+
+static inline struct ibv_context *shim_device_at(struct ibv_context **list, int i) {
+	return list[i];
+}
+
+static inline const char *shim_context_name(struct ibv_context *ctx) {
+	return ibv_get_device_name(ctx->device);
+}
+
+// shim_create_srq creates a shared receive queue of depth receives of at
+// most sge SGEs each on pd; it returns NULL and sets errno on failure.
+static inline struct ibv_srq *shim_create_srq(struct ibv_pd *pd, int depth, int sge) {
+	struct ibv_srq_init_attr a;
+	memset(&a, 0, sizeof a);
+	a.attr.max_wr = depth;
+	a.attr.max_sge = sge;
+	return ibv_create_srq(pd, &a);
+}
+
+static inline int shim_post_srq_recv(struct ibv_srq *srq, uint64_t wr_id, struct ibv_sge *sges, int nsge) {
+	struct ibv_recv_wr wr, *bad;
+	memset(&wr, 0, sizeof wr);
+	wr.wr_id = wr_id;
+	wr.sg_list = nsge ? sges : NULL;
+	wr.num_sge = nsge;
+	return ibv_post_srq_recv(srq, &wr, &bad) ? -errno : 0;
+}
+
+// shim_srq_limit arms srq's limit event at limit receives (0 disarms it).
+static inline int shim_srq_limit(struct ibv_srq *srq, int limit) {
+	struct ibv_srq_attr a;
+	memset(&a, 0, sizeof a);
+	a.srq_limit = limit;
+	return ibv_modify_srq(srq, &a, IBV_SRQ_LIMIT) ? -errno : 0;
+}
+
 #endif
