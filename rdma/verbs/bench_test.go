@@ -73,6 +73,15 @@ func benchBulk(b *testing.B, op rdma.Op, size, depth int, opts Options) {
 func BenchmarkWrite1MiB(b *testing.B) { benchBulk(b, rdma.OpWrite, 1<<20, 16, Options{}) }
 func BenchmarkRead1MiB(b *testing.B)  { benchBulk(b, rdma.OpRead, 1<<20, 16, Options{}) }
 
+// The same with Options.BusyPoll, beside perftest's default (polling) mode;
+// the two above sleep on completion events, as perftest's -e does.
+func BenchmarkWrite1MiBBusyPoll(b *testing.B) {
+	benchBulk(b, rdma.OpWrite, 1<<20, 16, Options{BusyPoll: 200e3})
+}
+func BenchmarkRead1MiBBusyPoll(b *testing.B) {
+	benchBulk(b, rdma.OpRead, 1<<20, 16, Options{BusyPoll: 200e3})
+}
+
 // benchPingPong is ib_send_lat's exchange: 2-byte Sends back and forth,
 // one outstanding. The reported ns/op is a round trip: twice ib_send_lat's
 // figure.
