@@ -210,33 +210,6 @@ func TestLinuxNFS(t *testing.T) {
 			root := rootFH(t, cli)
 			fh := lookup(t, cli, root, exportFile(t))
 
-			// GETATTR, and 64 of them in flight at once (knfsd grants 64
-			// credits).
-			getattr := func() error {
-				var a rpc.Body
-				a.XDR = xdr.AppendOpaque(a.XDR, fh)
-				ctx, cancel := context.WithTimeout(context.Background(), labCallTimeout)
-				defer cancel()
-				rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: 3, Proc: nfs3GetAttr, Cred: authSys(t), Args: a})
-				if err != nil {
-					return err
-				}
-				d := rpc.NewBodyDecoder(rep.Results)
-				if st, ftype := d.Uint32(), d.Uint32(); st != 0 || ftype != 1 || d.Err() != nil {
-					return fmt.Errorf("GETATTR: status %d type %d %v", st, ftype, d.Err())
-				}
-				return nil
-			}
-			errs := make(chan error, 64)
-			for range 64 {
-				go func() { errs <- getattr() }()
-			}
-			for range 64 {
-				if err := <-errs; err != nil {
-					t.Fatal(err)
-				}
-			}
-
 			size := 1 << 20 // knfsd's max_block_size in the lab
 			if tc.cfg.DDPThreshold > 0 {
 				size = 200 << 10 // a long call, within knfsd's request limit
@@ -245,47 +218,11 @@ func TestLinuxNFS(t *testing.T) {
 			for i := range data {
 				data[i] = byte(i*7) + byte(len(tc.name))
 			}
-			w := nfs3WriteArgs(fh, data)
-			d := nfsCall(t, cli, 3, nfs3Write, w, nil, 0)
-			if st := d.Uint32(); st != 0 {
-				t.Fatalf("WRITE: status %d", st)
-			}
-			if d.Bool() {
-				d.Skip(24)
-			}
-			skipPostOpAttr(d)
-			if n := d.Uint32(); n != uint32(len(data)) || d.Err() != nil {
-				t.Fatalf("WRITE: count %d (%v)", n, d.Err())
-			}
-
-			r := nfs3ReadArgs(fh, uint32(len(data)))
-			buf := make([]byte, len(data))
-			d = nfsCall(t, cli, 3, nfs3Read, r, [][]byte{buf}, 0)
-			if st := d.Uint32(); st != 0 {
-				t.Fatalf("READ: status %d", st)
-			}
-			skipPostOpAttr(d)
-			count := d.Uint32()
-			d.Bool() // eof
-			n := d.DDPOpaqueInto(buf)
-			if d.Err() != nil || n != len(data) || count != uint32(n) || !bytes.Equal(buf, data) {
-				t.Fatalf("READ: %d bytes (count %d), equal %v, %v", n, count, bytes.Equal(buf[:n], data[:n]), d.Err())
-			}
+			knfsdDataPaths(t, cli, root, fh, data)
 			if ri := conn.Stats().RemoteInvalid; tc.cfg.NoRemoteInvalidation && ri != 0 {
 				t.Errorf("knfsd invalidated %d STags remotely though our private data did not allow it", ri)
 			} else if !tc.cfg.NoRemoteInvalidation && ri == 0 {
 				t.Error("knfsd did not invalidate the write chunk remotely (RFC 8797 flag set)")
-			}
-
-			var rd rpc.Body
-			rd.XDR = xdr.AppendOpaque(rd.XDR, root)
-			rd.XDR = xdr.AppendUint64(rd.XDR, 0)        // cookie
-			rd.XDR = append(rd.XDR, make([]byte, 8)...) // cookieverf
-			rd.XDR = xdr.AppendUint32(rd.XDR, 4096)     // dircount
-			rd.XDR = xdr.AppendUint32(rd.XDR, 32768)    // maxcount
-			d = nfsCall(t, cli, 3, nfs3ReadDirPlus, rd, nil, 32768+512)
-			if st := d.Uint32(); st != 0 || d.Err() != nil {
-				t.Fatalf("READDIRPLUS: status %d %v", st, d.Err())
 			}
 			s := conn.Stats()
 			if s.ReplyChunks == 0 {
@@ -301,6 +238,76 @@ func TestLinuxNFS(t *testing.T) {
 				t.Errorf("RDMA_ERRORs received: %v", s.ErrorsReceived)
 			}
 		})
+	}
+}
+
+// knfsdDataPaths runs the data paths against knfsd over cli: GETATTR of
+// the file fh, 64 calls in flight at once (knfsd grants 64 credits); a
+// WRITE of data (in a read chunk, or a long call, as the connection's
+// DDPThreshold decides); a READ of it into a write chunk, with the data
+// checked; and READDIRPLUS of the directory root into a reply chunk. It
+// fails t on any error; the caller checks the connection's statistics.
+func knfsdDataPaths(t *testing.T, cli *rpc.Client, root, fh, data []byte) {
+	t.Helper()
+	getattr := func() error {
+		var a rpc.Body
+		a.XDR = xdr.AppendOpaque(a.XDR, fh)
+		ctx, cancel := context.WithTimeout(context.Background(), labCallTimeout)
+		defer cancel()
+		rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: 3, Proc: nfs3GetAttr, Cred: authSys(t), Args: a})
+		if err != nil {
+			return err
+		}
+		d := rpc.NewBodyDecoder(rep.Results)
+		if st, ftype := d.Uint32(), d.Uint32(); st != 0 || ftype != 1 || d.Err() != nil {
+			return fmt.Errorf("GETATTR: status %d type %d %v", st, ftype, d.Err())
+		}
+		return nil
+	}
+	errs := make(chan error, 64)
+	for range 64 {
+		go func() { errs <- getattr() }()
+	}
+	for range 64 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	d := nfsCall(t, cli, 3, nfs3Write, nfs3WriteArgs(fh, data), nil, 0)
+	if st := d.Uint32(); st != 0 {
+		t.Fatalf("WRITE: status %d", st)
+	}
+	if d.Bool() {
+		d.Skip(24)
+	}
+	skipPostOpAttr(d)
+	if n := d.Uint32(); n != uint32(len(data)) || d.Err() != nil {
+		t.Fatalf("WRITE: count %d (%v)", n, d.Err())
+	}
+
+	buf := make([]byte, len(data))
+	d = nfsCall(t, cli, 3, nfs3Read, nfs3ReadArgs(fh, uint32(len(data))), [][]byte{buf}, 0)
+	if st := d.Uint32(); st != 0 {
+		t.Fatalf("READ: status %d", st)
+	}
+	skipPostOpAttr(d)
+	count := d.Uint32()
+	d.Bool() // eof
+	n := d.DDPOpaqueInto(buf)
+	if d.Err() != nil || n != len(data) || count != uint32(n) || !bytes.Equal(buf, data) {
+		t.Fatalf("READ: %d bytes (count %d), equal %v, %v", n, count, bytes.Equal(buf[:n], data[:n]), d.Err())
+	}
+
+	var rd rpc.Body
+	rd.XDR = xdr.AppendOpaque(rd.XDR, root)
+	rd.XDR = xdr.AppendUint64(rd.XDR, 0)        // cookie
+	rd.XDR = append(rd.XDR, make([]byte, 8)...) // cookieverf
+	rd.XDR = xdr.AppendUint32(rd.XDR, 4096)     // dircount
+	rd.XDR = xdr.AppendUint32(rd.XDR, 32768)    // maxcount
+	d = nfsCall(t, cli, 3, nfs3ReadDirPlus, rd, nil, 32768+512)
+	if st := d.Uint32(); st != 0 || d.Err() != nil {
+		t.Fatalf("READDIRPLUS: status %d %v", st, d.Err())
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"fmt"
 	"github.com/go-rpcrdma/rpcrdma/internal/benchprog"
 	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"os"
@@ -80,67 +79,11 @@ func verbsKnfsd(t *testing.T, addr, device string) {
 	root := rootFH(t, cli)
 	fh := lookup(t, cli, root, exportFile(t))
 
-	getattr := func() error {
-		var a rpc.Body
-		a.XDR = xdr.AppendOpaque(a.XDR, fh)
-		rep, err := cli.Call(ctx, &rpc.Request{Prog: nfsProg, Vers: 3, Proc: nfs3GetAttr, Cred: authSys(t), Args: a})
-		if err != nil {
-			return err
-		}
-		d := rpc.NewBodyDecoder(rep.Results)
-		if st, ftype := d.Uint32(), d.Uint32(); st != 0 || ftype != 1 || d.Err() != nil {
-			return fmt.Errorf("GETATTR: status %d type %d %v", st, ftype, d.Err())
-		}
-		return nil
-	}
-	errs := make(chan error, 64)
-	for range 64 {
-		go func() { errs <- getattr() }()
-	}
-	for range 64 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-
 	data := make([]byte, 1<<20)
 	for i := range data {
 		data[i] = byte(i*13) + 5
 	}
-	d := nfsCall(t, cli, 3, nfs3Write, nfs3WriteArgs(fh, data), nil, 0)
-	if st := d.Uint32(); st != 0 {
-		t.Fatalf("WRITE: status %d", st)
-	}
-	if d.Bool() {
-		d.Skip(24)
-	}
-	skipPostOpAttr(d)
-	if n := d.Uint32(); n != uint32(len(data)) || d.Err() != nil {
-		t.Fatalf("WRITE: count %d (%v)", n, d.Err())
-	}
-	buf := make([]byte, len(data))
-	d = nfsCall(t, cli, 3, nfs3Read, nfs3ReadArgs(fh, uint32(len(data))), [][]byte{buf}, 0)
-	if st := d.Uint32(); st != 0 {
-		t.Fatalf("READ: status %d", st)
-	}
-	skipPostOpAttr(d)
-	count := d.Uint32()
-	d.Bool() // eof
-	n := d.DDPOpaqueInto(buf)
-	if d.Err() != nil || n != len(data) || count != uint32(n) || !bytes.Equal(buf, data) {
-		t.Fatalf("READ: %d bytes (count %d), equal %v, %v", n, count, bytes.Equal(buf[:n], data[:n]), d.Err())
-	}
-
-	var rd rpc.Body
-	rd.XDR = xdr.AppendOpaque(rd.XDR, root)
-	rd.XDR = xdr.AppendUint64(rd.XDR, 0)        // cookie
-	rd.XDR = append(rd.XDR, make([]byte, 8)...) // cookieverf
-	rd.XDR = xdr.AppendUint32(rd.XDR, 4096)     // dircount
-	rd.XDR = xdr.AppendUint32(rd.XDR, 32768)    // maxcount
-	d = nfsCall(t, cli, 3, nfs3ReadDirPlus, rd, nil, 32768+512)
-	if st := d.Uint32(); st != 0 || d.Err() != nil {
-		t.Fatalf("READDIRPLUS: status %d %v", st, d.Err())
-	}
+	knfsdDataPaths(t, cli, root, fh, data)
 	s := conn.Stats()
 	if s.ReadChunks == 0 || s.ReplyChunks == 0 {
 		t.Errorf("stats %+v: want the WRITE in a read chunk and READDIRPLUS in a reply chunk", s)
@@ -196,24 +139,7 @@ func TestVerbsGuestClientMount(t *testing.T) {
 				res.XDR = xdr.AppendUint32(res.XDR, 10006)
 				return res, nil
 			})
-			var (
-				mu    sync.Mutex
-				conns []*rpcrdma.Conn
-				wg    sync.WaitGroup
-			)
-			go func() {
-				for {
-					c, err := l.Accept(ctx)
-					if err != nil {
-						return
-					}
-					mu.Lock()
-					conns = append(conns, c)
-					mu.Unlock()
-					wg.Add(1)
-					go func() { defer wg.Done(); srv.Serve(c) }()
-				}
-			}()
+			accepted, wait := serveEach(ctx, l, srv)
 			os.MkdirAll("/mnt/verbs", 0o755)
 			mount := exec.CommandContext(ctx, "timeout", "30", "mount", "-t", "nfs4", "-o", "vers=4.0,proto=rdma,port=20050", tg.ip+":/", "/mnt/verbs")
 			out, err := mount.CombinedOutput()
@@ -223,9 +149,7 @@ func TestVerbsGuestClientMount(t *testing.T) {
 				t.Errorf("the mount succeeded against a server that fails every COMPOUND")
 			}
 			l.Close()
-			mu.Lock()
-			got := append([]*rpcrdma.Conn(nil), conns...)
-			mu.Unlock()
+			got := accepted()
 			for _, c := range got {
 				select {
 				case <-c.Done():
@@ -233,7 +157,7 @@ func TestVerbsGuestClientMount(t *testing.T) {
 				}
 			}
 			srv.Close()
-			wg.Wait()
+			wait()
 			if len(got) == 0 {
 				t.Fatal("the kernel's client never connected")
 			}
@@ -334,24 +258,7 @@ func TestVerbsSharedReceives(t *testing.T) {
 			}
 			srv := rpc.NewServer(nil)
 			benchprog.Register(srv)
-			var (
-				mu       sync.Mutex
-				accepted []*rpcrdma.Conn
-				wg       sync.WaitGroup
-			)
-			go func() {
-				for {
-					c, err := l.Accept(ctx)
-					if err != nil {
-						return
-					}
-					mu.Lock()
-					accepted = append(accepted, c)
-					mu.Unlock()
-					wg.Add(1)
-					go func() { defer wg.Done(); srv.Serve(c) }()
-				}
-			}()
+			accepted, wait := serveEach(ctx, l, srv)
 
 			clients := make([]*rpc.Client, conns)
 			rconns := make([]*rpcrdma.Conn, conns)
@@ -388,16 +295,14 @@ func TestVerbsSharedReceives(t *testing.T) {
 					t.Errorf("connection %d: RDMA_ERRORs received: %v", i, s.ErrorsReceived)
 				}
 			}
-			mu.Lock()
-			if len(accepted) != conns {
-				t.Errorf("%d connections accepted, want %d", len(accepted), conns)
+			if got := accepted(); len(got) != conns {
+				t.Errorf("%d connections accepted, want %d", len(got), conns)
 			}
-			for i, c := range accepted {
+			for i, c := range accepted() {
 				if lim := c.RDMA().Limits(); lim.RecvQueueDepth != 0 {
 					t.Errorf("responder connection %d has a receive queue of its own: %+v", i, lim)
 				}
 			}
-			mu.Unlock()
 			for _, c := range clients {
 				c.Close()
 			}
@@ -406,7 +311,7 @@ func TestVerbsSharedReceives(t *testing.T) {
 			}
 			l.Close()
 			srv.Close()
-			wg.Wait()
+			wait()
 			deadline := time.Now().Add(10 * time.Second)
 			for p.Resources() != (verbs.Resources{}) && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
@@ -416,4 +321,37 @@ func TestVerbsSharedReceives(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serveEach accepts connections from l until it is closed or ctx is done,
+// and serves each with srv in a goroutine of its own. accepted returns the
+// connections accepted so far; wait waits for their Serve to return (close
+// l and srv first).
+func serveEach(ctx context.Context, l *rpcrdma.Listener, srv *rpc.Server) (accepted func() []*rpcrdma.Conn, wait func()) {
+	var (
+		mu    sync.Mutex
+		conns []*rpcrdma.Conn
+		wg    sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() { defer wg.Done(); srv.Serve(c) }()
+		}
+	}()
+	accepted = func() []*rpcrdma.Conn {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]*rpcrdma.Conn(nil), conns...)
+	}
+	return accepted, wg.Wait
 }
