@@ -55,7 +55,8 @@ type SharedRecvQueue struct {
 	posted  int               // receives posted and not yet consumed
 	out     int               // receives posted whose completion has not been returned
 	conns   map[uint32]*Conn  // attached connections by queue pair number
-	armed   bool              // the device's limit event is armed
+	armed   bool              // the limit event is armed, at limit
+	limit   int
 	closed  bool
 	drained bool // closed, and every completion collected
 
@@ -287,6 +288,12 @@ func (q *SharedRecvQueue) completion(wc *C.struct_shim_wc) rdma.Completion {
 	id := q.ids[seq]
 	delete(q.ids, seq)
 	q.posted--
+	if q.armed && q.posted < q.limit {
+		// The device's event may come later than this completion, from
+		// another fd: what is known to be consumed counts first.
+		q.disarmLocked()
+		q.deliver()
+	}
 	c := q.conns[uint32(wc.qp_num)]
 	q.mu.Unlock()
 	cp := rdma.Completion{ID: id, Op: rdma.OpRecv}
@@ -415,7 +422,11 @@ func (q *SharedRecvQueue) Posted() int {
 // ArmLimit arms the device's limit event (ibv_modify_srq with
 // IBV_SRQ_LIMIT; it arrives as IBV_EVENT_SRQ_LIMIT_REACHED on the device's
 // asynchronous event fd), or delivers the token at once if fewer than
-// limit receives are posted.
+// limit receives are posted. The token also comes, and the limit is
+// disarmed, when a receive completion taken off the completion queue
+// leaves fewer than limit posted, whichever is first: the two arrive on
+// different file descriptors, and the model promises the token by the
+// time Poll or Wait has returned that completion.
 func (q *SharedRecvQueue) ArmLimit(limit int) error {
 	if limit < 0 || limit > q.depth {
 		return fmt.Errorf("verbs: shared receive queue arm limit %d: want 0 to the depth %d: %w", limit, q.depth, rdma.ErrInvalid)
@@ -434,7 +445,7 @@ func (q *SharedRecvQueue) ArmLimit(limit int) error {
 	if rc := C.shim_srq_limit(q.srq, C.int(limit)); rc < 0 {
 		return fmt.Errorf("verbs: shared receive queue arm limit %d: ibv_modify_srq: %w", limit, errnoErr(rc))
 	}
-	q.armed = limit > 0
+	q.armed, q.limit = limit > 0, limit
 	return nil
 }
 
