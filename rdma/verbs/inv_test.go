@@ -12,10 +12,11 @@ import (
 
 // TestSendInvalidate: a Send With Invalidate naming a region the receiver
 // registered with ibv_reg_mr, the two outcomes Limits.RemoteInvalidation
-// false is there for. On siw (iWARP) the receive completes, reports the
-// STag invalidated, and the region is no longer valid: the STag the
-// sender named is the one that arrived (rdma-core's siw provider takes it
-// from another field than the other providers). On rxe (RoCE) the
+// false is there for. On siw (iWARP) the receive completes and the STag
+// is dead afterwards: the STag the sender named is the one that arrived
+// (rdma-core's siw provider takes it from another field than the other
+// providers; with STag 0, siw refuses the Send and the receive fails). On
+// rxe (RoCE) the
 // receiver refuses it (the InfiniBand Architecture Specification allows
 // remote invalidation of memory windows and fast-registered regions
 // only) and its connection ends.
@@ -33,13 +34,19 @@ func TestSendInvalidate(t *testing.T) {
 		if b.(*Conn).dev.iwarp {
 			c := rdmatest.WaitN(t, cfg, b, 1)[0]
 			rdmatest.Want(t, c, 1, rdma.OpRecv, rdma.StatusSuccess, 8)
-			if !c.Invalidated || c.InvalidatedSTag != stag {
-				t.Errorf("receive %+v, want STag %v invalidated", c, stag)
-			}
-			if target.Valid() {
-				t.Errorf("region %v still valid after the peer invalidated it", stag)
-			}
 			rdmatest.Want(t, rdmatest.WaitN(t, cfg, a, 1)[0], 2, rdma.OpSendInvalidate, rdma.StatusSuccess, 8)
+			// rdma-core's siw provider reports no invalidation in the
+			// work completion (providers/siw/siw.c, copy_cqe, clears
+			// wc_flags), so the receive cannot say it; the key is dead
+			// all the same: an RDMA Write through it fails.
+			t.Logf("siw's receive completion: %+v", c)
+			rdmatest.Post(t, a, rdma.WorkRequest{ID: 3, Op: rdma.OpWrite, Local: []rdma.SGE{rdmatest.Whole(src)},
+				RemoteSTag: stag, RemoteTO: target.TO()})
+			cs, err := rdmatest.Drain(t, cfg, a)
+			t.Logf("RDMA Write through the invalidated STag: %v; %+v", err, cs)
+			if err == nil {
+				t.Errorf("an RDMA Write through STag %v succeeded after the peer invalidated it", stag)
+			}
 			return
 		}
 		cs, err := rdmatest.Drain(t, cfg, b)
