@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/go-rpcrdma/rpcrdma/rdma/verbs"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
@@ -240,6 +242,17 @@ func TestVerbsSharedReceives(t *testing.T) {
 	if !lab.InGuest() {
 		t.Skip("runs in the lab guest (TestVerbsGuest), which has RDMA devices")
 	}
+	// The 24 requesters register about 1 MiB each; siw counts that
+	// against RLIMIT_MEMLOCK even for root, and the guest's is 8 MiB.
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil {
+		t.Fatal(err)
+	}
+	big := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &big); err != nil {
+		t.Fatalf("raising the memlock limit for 24 requesters: %v", err)
+	}
+	defer unix.Setrlimit(unix.RLIMIT_MEMLOCK, &lim)
 	for _, tg := range []struct{ ip, device string }{{lab.GuestRxeIP, "rxe0"}, {lab.GuestSiwIP, "siw0"}} {
 		t.Run(tg.device, func(t *testing.T) {
 			const conns, inFlight, pool = 24, 8, 96
