@@ -49,8 +49,10 @@
 //   - Remote invalidation: Limits.RemoteInvalidation is false. A Send with
 //     Invalidate naming a region registered with ibv_reg_mr moves an
 //     InfiniBand or RoCE queue pair to the error state, and on Linux siw
-//     revokes the key with no way back from user space. The provider can
-//     still send Send with Invalidate to a peer that takes it.
+//     revokes the key with no way back from user space (rdma-core's siw
+//     provider does not even report it: such a receive completes without
+//     Completion.Invalidated). The provider can still send Send with
+//     Invalidate to a peer that takes it, Linux's NFS client for one.
 //   - MR.Invalidate deregisters the region (verbs has no local
 //     invalidation of an ibv_reg_mr region) and MR.Reregister registers it
 //     again: the TO stays, the rkey is the device's choice and its index
