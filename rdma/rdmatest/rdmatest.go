@@ -144,6 +144,8 @@ func TestProvider(t *testing.T, cfg Config) {
 		{"CloseIdempotent", testCloseIdempotent},
 		{"WaitContext", testWaitContext},
 		{"WaitEnd", testWaitEnd},
+		{"WaitInterrupt", testWaitInterrupt},
+		{"WaitInterruptEnd", testWaitInterruptEnd},
 		{"SharedRecv", testSharedRecv},
 		{"SharedRecvEmpty", testSharedRecvEmpty},
 		{"SharedRecvTooLong", testSharedRecvTooLong},
