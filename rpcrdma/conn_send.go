@@ -35,19 +35,9 @@ func (c *Conn) Send(ctx context.Context, m *rpc.Msg) error {
 	if err := c.req.credits.acquire(ctx); err != nil {
 		return err
 	}
-	if err := c.sendCall(ctx, m); err != nil {
-		c.req.credits.release()
-		return err
-	}
-	return nil
-}
-
-// sendCall sends the call m on a requester, which holds a credit for it.
-// On failure nothing of the call stays registered or recorded; the
-// caller keeps the credit.
-func (c *Conn) sendCall(ctx context.Context, m *rpc.Msg) error {
 	oc := newOutCall(binary.BigEndian.Uint32(m.XDR), m)
 	if err := c.req.send(ctx, oc, c.req.version()); err != nil {
+		c.req.credits.release()
 		outCalls.Put(oc)
 		return err
 	}
