@@ -80,8 +80,8 @@ type ClientStats struct {
 	IdleCloses  uint64 // connections closed by ReconnectConfig.IdleTimeout
 
 	// ShortPath counts the calls whose reply the caller received itself
-	// (a DirectReceiver or DirectPusher transport, one call in flight;
-	// see the package documentation).
+	// (a DirectReceiver transport, one call in flight; see the package
+	// documentation).
 	ShortPath uint64
 }
 
@@ -139,10 +139,6 @@ type link struct {
 	closing bool          // the link was closed: its reader is to take the turn and receive the error
 	ended   bool          // the link's last message was delivered; nobody receives any more
 	nudge   chan struct{} // cap 1: tells the reader to look at the above again
-
-	// pusher is t as a DirectPusher, or nil: a caller runs t's delivery
-	// until its reply is delivered (the short path, see doc.go).
-	pusher DirectPusher
 }
 
 func newLink(t Transport, reconnecting bool) *link {
@@ -151,7 +147,6 @@ func newLink(t Transport, reconnecting bool) *link {
 		l.lost = make(chan struct{})
 	}
 	l.canceler, _ = t.(CallCanceler)
-	l.pusher, _ = t.(DirectPusher)
 	if d, ok := t.(DirectReceiver); ok {
 		if _, push := t.(Pusher); !push {
 			l.direct = d
@@ -162,12 +157,11 @@ func newLink(t Transport, reconnecting bool) *link {
 }
 
 type pendingCall struct {
-	done    chan callResult // buffered: the completer never blocks
-	arrived func() bool     // reports whether done holds the outcome; bound once, for DirectPusher
-	msg     Msg             // the call as sent
-	buf     []byte          // backing for msg.XDR, kept across uses
-	items   []DDPItem       // backing for msg.Items, kept across uses
-	on      *link           // the link the call was last sent on; c.mu
+	done  chan callResult // buffered: the completer never blocks
+	msg   Msg             // the call as sent
+	buf   []byte          // backing for msg.XDR, kept across uses
+	items []DDPItem       // backing for msg.Items, kept across uses
+	on    *link           // the link the call was last sent on; c.mu
 }
 
 type callResult struct {
@@ -252,7 +246,6 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 	pc, _ := c.calls.Get().(*pendingCall)
 	if pc == nil {
 		pc = &pendingCall{done: make(chan callResult, 1)}
-		pc.arrived = func() bool { return len(pc.done) > 0 }
 	}
 	defer func() {
 		pc.msg = Msg{}
@@ -306,14 +299,7 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 		if sends > 0 {
 			c.stats.retransmits.Add(1)
 		}
-		var err error
-		short := false
-		if l.pusher != nil {
-			short, err = l.pusher.SendDeliver(ctx, m, pc.arrived)
-		} else {
-			err = l.t.Send(ctx, m)
-		}
-		if err != nil {
+		if err := l.t.Send(ctx, m); err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				// The link failed under the Send: make sure its
 				// receiving side hears (on a direct link, nobody may
@@ -346,10 +332,6 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 			if rep, err, ok := c.receiveOwn(ctx, l, xid, pc, id); ok {
 				return rep, err
 			}
-		} else if short {
-			// The short path of a Pusher: the reply was delivered on
-			// this goroutine, into pc.done.
-			c.stats.shortPath.Add(1)
 		}
 		select {
 		case r := <-pc.done:

@@ -52,8 +52,7 @@
 // record marking (RFC 5531 section 11) over a net.Conn, built on
 // RecordReader and RecordWriter. A transport may also be a Pusher, which
 // hands received messages over on its own goroutine, a DirectReceiver,
-// whose messages a caller may receive itself (the short path), a
-// DirectPusher, a Pusher whose delivery a caller may run itself, or a
+// whose messages a caller may receive itself (the short path), or a
 // CallCanceler, which holds per-call resources until the reply.
 //
 // # The short path
@@ -92,18 +91,9 @@
 //     ServerStats.Inline counts the calls run inline.
 //
 // With many calls in flight both sides fall back to the general path, so
-// concurrency is what it was.
-//
-// A Pusher's own goroutine delivers what it receives, and a caller is
-// woken from it. A transport that can instead run that delivery on the
-// caller's goroutine implements DirectPusher (the RPC-over-RDMA requester
-// does, see package rpcrdma): the Client sends every call with its
-// SendDeliver, which, with no other call in flight, sends the call and
-// then delivers, on the caller's goroutine and in the transport's order,
-// whatever arrives (replies to other calls too) until the caller's own
-// reply is in its done channel, its context ends or the transport ends;
-// the Client then takes the reply from the channel as always.
-// ClientStats.ShortPath counts these calls as well.
+// concurrency is what it was. The RPC-over-RDMA transport (package
+// rpcrdma) is a Pusher: its receive path already delivers on the
+// provider's goroutine.
 //
 // # Errors
 //

@@ -22,48 +22,41 @@ import (
 // pushCall). The loop never blocks: everything that could (posting a
 // Send, an RDMA Read) runs in Send, Recv or a side goroutine (goSide).
 
-// loopBatch is how many completions the loop (and a caller on the short
-// path) takes from the provider at a time.
-const loopBatch = 32
-
-// loop owns the completion queue until the connection ends, except while
-// a requester's caller has the turn (short.go).
+// loop owns the completion queue until the connection ends.
 func (c *Conn) loop() {
 	defer close(c.loopDone)
-	cs := make([]rdma.Completion, loopBatch)
+	cs := make([]rdma.Completion, 32)
 	for {
 		n, err := c.rc.Wait(context.Background(), cs)
-		c.complete(cs[:n])
+		for _, comp := range cs[:n] {
+			if comp.Op == rdma.OpRecv {
+				c.onRecv(comp)
+			} else {
+				c.onSendQueue(comp)
+			}
+		}
 		if err != nil {
-			c.endTurns()
 			c.fail(err)
 			// Drain what the provider flushed so every waiter hears.
-			// Messages received before the end still count: a peer
-			// may send its last replies and close.
 			for {
 				n := c.rc.Poll(cs)
 				if n == 0 {
 					break
 				}
-				c.complete(cs[:n])
+				for _, comp := range cs[:n] {
+					// Messages received before the end still count:
+					// a peer may send its last replies and close.
+					if comp.Op == rdma.OpRecv {
+						c.onRecv(comp)
+					} else {
+						c.onSendQueue(comp)
+					}
+				}
 			}
 			c.failOps()
 			c.dropPulled()
 			c.endPush()
 			return
-		}
-		c.yieldTurn()
-	}
-}
-
-// complete processes a batch of completions, in order. It runs on
-// whoever has the turn: the loop, or a caller on the short path.
-func (c *Conn) complete(cs []rdma.Completion) {
-	for _, comp := range cs {
-		if comp.Op == rdma.OpRecv {
-			c.onRecv(comp)
-		} else {
-			c.onSendQueue(comp)
 		}
 	}
 }
@@ -178,7 +171,6 @@ func (c *Conn) deliver(in inbound) bool {
 		defer c.pushMu.Unlock()
 		if c.push != nil {
 			c.push(c.replyOf(in))
-			c.wakeTurn()
 			return true
 		}
 	} else if c.pushCall(&in) {

@@ -54,7 +54,6 @@ func (c *Conn) post(ctx context.Context, wr *rdma.WorkRequest, done func(rdma.Co
 	c.opsMu.Lock()
 	c.ops[wr.ID] = done
 	c.opsMu.Unlock()
-	c.unparkTurn() // someone must process the completion (short.go)
 	if err := c.rc.PostSend(wr); err != nil {
 		c.opsMu.Lock()
 		_, mine := c.ops[wr.ID]
