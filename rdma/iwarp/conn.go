@@ -143,10 +143,7 @@ type Conn struct {
 	rx rxState // owned by the reader
 }
 
-var (
-	_ rdma.Conn            = (*Conn)(nil)
-	_ rdma.WaitInterrupter = (*Conn)(nil)
-)
+var _ rdma.Conn = (*Conn)(nil)
 
 // connParams are what the handshake settled.
 type connParams struct {
@@ -406,6 +403,3 @@ func (c *Conn) Close() error {
 	}
 	return nil
 }
-
-// InterruptWait implements rdma.WaitInterrupter.
-func (c *Conn) InterruptWait() { c.q.Interrupt() }

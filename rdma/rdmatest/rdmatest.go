@@ -144,8 +144,6 @@ func TestProvider(t *testing.T, cfg Config) {
 		{"CloseIdempotent", testCloseIdempotent},
 		{"WaitContext", testWaitContext},
 		{"WaitEnd", testWaitEnd},
-		{"WaitInterrupt", testWaitInterrupt},
-		{"WaitInterruptEnd", testWaitInterruptEnd},
 		{"SharedRecv", testSharedRecv},
 		{"SharedRecvEmpty", testSharedRecvEmpty},
 		{"SharedRecvTooLong", testSharedRecvTooLong},

@@ -89,7 +89,6 @@ type Conn struct {
 	wcs   *C.struct_shim_wc
 	ready []rdma.Completion
 	wake  chan struct{} // closed and replaced when ready grows or the state changes
-	intr  chan struct{} // cap 1: a pending InterruptWait (direct.go)
 
 	wg sync.WaitGroup
 }
@@ -154,7 +153,6 @@ func (c *Conn) setup(dev device, d rdma.Depths) error {
 	c.wcs = (*C.struct_shim_wc)(C.calloc(pollBatch, C.size_t(unsafe.Sizeof(C.struct_shim_wc{}))))
 	c.done = make(chan struct{})
 	c.wake = make(chan struct{})
-	c.intr = make(chan struct{}, 1)
 	c.mrs = make(map[*mr]struct{})
 	return nil
 }
@@ -643,9 +641,8 @@ func (c *Conn) Poll(cs []rdma.Completion) int {
 }
 
 // Wait blocks until a completion is available, ctx is done, or the
-// connection has ended and every completion has been returned; with
-// nothing to return it returns (0, nil) after InterruptWait (direct.go).
-// With Options.BusyPoll it polls the completion queue for that long first.
+// connection has ended and every completion has been returned. With
+// Options.BusyPoll it polls the completion queue for that long first.
 func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 	var spinEnd time.Time
 	if c.p.opts.BusyPoll > 0 {
@@ -667,17 +664,12 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		if c.interrupted() {
-			return 0, nil
-		}
 		if !spinEnd.IsZero() && time.Now().Before(spinEnd) {
 			runtime.Gosched()
 			continue
 		}
 		select {
 		case <-wake:
-		case <-c.intr:
-			return 0, nil
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
