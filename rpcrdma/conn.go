@@ -150,6 +150,9 @@ type role interface {
 	// onMessage handles a received message on the loop; derr is why its
 	// transport header did not decode, raw its first bytes then.
 	onMessage(in *inbound, derr error, raw []byte)
+	// sendRPC is Conn.Send: a requester sends a call, a responder the
+	// reply to a call it received.
+	sendRPC(ctx context.Context, m *rpc.Msg) error
 	// closeAll releases what the role holds once the connection has
 	// ended with err.
 	closeAll(err error)

@@ -2,7 +2,6 @@ package rpcrdma
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +12,7 @@ import (
 )
 
 // The send side of a Conn. Send is rpc.Transport's: a call on a
-// requester (requester.send: plan, register, post), a reply on a responder
+// requester (requester.sendRPC, then send: plan, register, post), a reply on a responder
 // (responder.sendReply). Both post through sendMsg, which builds the
 // message in a send slot, and post, which takes a send-queue entry and
 // records the completion callback the loop runs (conn_recv.go). Memory a
@@ -26,22 +25,7 @@ import (
 // m to the call it answers, and returns once the reply's memory is no
 // longer in use (responder.sendReply). Send may be called concurrently.
 func (c *Conn) Send(ctx context.Context, m *rpc.Msg) error {
-	if c.resp != nil {
-		return c.resp.sendReply(ctx, m)
-	}
-	if len(m.XDR) < 8 {
-		return fmt.Errorf("rpcrdma: call of %d bytes has no RPC header", len(m.XDR))
-	}
-	if err := c.req.credits.acquire(ctx); err != nil {
-		return err
-	}
-	oc := newOutCall(binary.BigEndian.Uint32(m.XDR), m)
-	if err := c.req.send(ctx, oc, c.req.version()); err != nil {
-		c.req.credits.release()
-		outCalls.Put(oc)
-		return err
-	}
-	return nil
+	return c.role.sendRPC(ctx, m)
 }
 
 // post posts a send-queue work request whose completion runs done on the

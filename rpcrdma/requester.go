@@ -94,6 +94,24 @@ func newOutCall(xid uint32, m *rpc.Msg) *outCall {
 	return oc
 }
 
+// sendRPC sends the call m (Conn.Send on a requester): it waits for a
+// credit, respecting ctx, and returns once the Send is posted.
+func (r *requester) sendRPC(ctx context.Context, m *rpc.Msg) error {
+	if len(m.XDR) < 8 {
+		return fmt.Errorf("rpcrdma: call of %d bytes has no RPC header", len(m.XDR))
+	}
+	if err := r.credits.acquire(ctx); err != nil {
+		return err
+	}
+	oc := newOutCall(binary.BigEndian.Uint32(m.XDR), m)
+	if err := r.send(ctx, oc, r.version()); err != nil {
+		r.credits.release()
+		outCalls.Put(oc)
+		return err
+	}
+	return nil
+}
+
 // send marshals and posts oc in version v; the caller holds a credit for
 // it. On failure nothing stays registered or recorded.
 func (r *requester) send(ctx context.Context, oc *outCall, v wire.Version) error {

@@ -491,6 +491,10 @@ func soleSTag(cl *wire.ChunkLists) rdma.STag {
 	return rdma.STag(s)
 }
 
+// sendRPC is Conn.Send on a responder: it sends the reply m and returns
+// once the reply's memory is no longer in use.
+func (r *responder) sendRPC(ctx context.Context, m *rpc.Msg) error { return r.sendReply(ctx, m) }
+
 // sendReply sends the reply m to the call it answers.
 func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	c := r.c
