@@ -662,11 +662,13 @@ func (c *Conn) Poll(cs []rdma.Completion) int {
 }
 
 // Wait blocks until a completion is available, ctx is done, or the
-// connection has ended and every completion has been returned. With
-// Options.BusyPoll it polls the completion queue for that long first.
+// connection has ended and every completion has been returned. With a
+// positive Options.BusyPoll it polls the completion queue for that long
+// first; with a negative one it only polls, and never sleeps.
 func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
+	spin, forever := c.p.opts.BusyPoll > 0, c.p.opts.BusyPoll < 0
 	var spinEnd time.Time
-	if c.p.opts.BusyPoll > 0 {
+	if spin {
 		spinEnd = time.Now().Add(c.p.opts.BusyPoll)
 	}
 	for {
@@ -685,7 +687,10 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		if !spinEnd.IsZero() && time.Now().Before(spinEnd) {
+		if forever || spin && time.Now().Before(spinEnd) {
+			// Other goroutines (the upper layer's, the peer's in the
+			// same process) need the P between two polls: a spinning
+			// goroutine is preempted only after 10 ms.
 			runtime.Gosched()
 			continue
 		}

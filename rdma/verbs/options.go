@@ -52,7 +52,12 @@ type Options struct {
 
 	// BusyPoll, if positive, makes Conn.Wait poll the completion queue
 	// for up to this long before it sleeps on the completion channel:
-	// lower latency for a CPU. Zero (the default) never busy-polls.
+	// lower latency for a CPU. If negative, Wait never sleeps: it polls
+	// until a completion arrives, its context is done or the connection
+	// ends, as perftest does in its default mode, and so keeps a CPU
+	// busy for each goroutine in Wait even when nothing comes. A window
+	// shorter than the round trip saves little: the Wait that gives up
+	// sleeps as in the event mode. Zero (the default) never busy-polls.
 	BusyPoll time.Duration
 
 	// ResolveTimeout bounds address and route resolution; zero means

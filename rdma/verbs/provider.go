@@ -47,8 +47,8 @@ var (
 // New returns a Provider. It fails if rdma-core finds no RDMA device, or
 // if opts.Device names none of them.
 func New(opts Options) (*Provider, error) {
-	if opts.BusyPoll < 0 || opts.ResolveTimeout < 0 {
-		return nil, fmt.Errorf("verbs: new provider: negative busy-poll or resolve timeout: %w", rdma.ErrInvalid)
+	if opts.ResolveTimeout < 0 {
+		return nil, fmt.Errorf("verbs: new provider: negative resolve timeout: %w", rdma.ErrInvalid)
 	}
 	if opts.ResolveTimeout == 0 {
 		opts.ResolveTimeout = DefaultResolveTimeout
