@@ -6,10 +6,11 @@
 # every ratio's median and range over the runs:
 #   write, read: our 1 MiB RDMA Write/Read bandwidth over ib_write_bw -R /
 #                ib_read_bw -R (target at least 0.9);
-#   null_over_2x_send_lat: rpcrdma's NULL round trip over twice
-#                ib_send_lat -R's typical latency (target at most 1.5);
+#   null_over_2x_send_lat: rpcrdma's median NULL round trip over twice
+#                ib_send_lat -R's typical (median) latency (target at most
+#                1.5); null_mean_over_2x_send_lat: our mean over the same;
 # each in event mode (perftest -e; our default) and polling mode (perftest's
-# default; our Options.BusyPoll).
+# default; our Options.BusyPoll negative, polling only).
 #
 # usage: lab/bench-verbs.sh [RUNS]   (default 3; the VM must be running)
 set -eu
