@@ -120,7 +120,8 @@
 // valid on the others (see SharedRecvQueue).
 //
 // Options.BusyPoll makes Wait poll the completion queue for a while
-// before it sleeps, trading a CPU for latency.
+// before it sleeps, or, negative, poll only and never sleep (perftest's
+// default mode), trading a CPU for latency.
 //
 // Work requests, scatter/gather lists and completions are built and read
 // in C from scalars and C memory, so no Go pointer is stored in C memory;

@@ -10,8 +10,8 @@ import (
 
 // TestGuest builds this package's tests with -tags verbs on the host and
 // runs them in the lab guest, where rxe0 (Soft-RoCE) and siw0 (soft-iWARP)
-// are: the conformance suite on each device, in event and busy-poll
-// modes, with the leak checks, and the hostile cases (a peer killed, a
+// are: the conformance suite on each device, in event, busy-poll and
+// polling-only modes, with the leak checks, and the hostile cases (a peer killed, a
 // peer beyond its credits), the access an iWARP Read sink is
 // registered with, asynchronous events, and Send With Invalidate of a
 // registered region (refused on rxe, carried out on siw). The suite
@@ -30,6 +30,7 @@ func TestGuest(t *testing.T) {
 	}
 	for _, want := range []string{"--- PASS: TestConformance/rxe0", "--- PASS: TestConformance/siw0",
 		"--- PASS: TestConformanceBusyPoll/rxe0", "--- PASS: TestConformanceBusyPoll/siw0",
+		"--- PASS: TestConformancePollOnly/rxe0", "--- PASS: TestConformancePollOnly/siw0",
 		"--- PASS: TestPeerKilled/rxe0", "--- PASS: TestPeerKilled/siw0",
 		"--- PASS: TestHostileCredits/rxe0", "--- PASS: TestHostileCredits/siw0",
 		"--- PASS: TestReadSinkAccess/rxe0", "--- PASS: TestReadSinkAccess/siw0",

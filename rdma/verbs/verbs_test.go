@@ -119,3 +119,15 @@ func TestConformanceBusyPoll(t *testing.T) {
 		rdmatest.TestProvider(t, conformanceConfig(t, tg, Options{BusyPoll: 100 * time.Microsecond}))
 	})
 }
+
+// TestConformancePollOnly runs the suite with a negative Options.BusyPoll:
+// Wait never sleeps, yet it must still return when its context is done,
+// when the connection ends and after Close.
+func TestConformancePollOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the suite again, polling only")
+	}
+	forTargets(t, func(t *testing.T, tg target) {
+		rdmatest.TestProvider(t, conformanceConfig(t, tg, Options{BusyPoll: -1}))
+	})
+}
