@@ -4,6 +4,7 @@ package verbs
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -178,4 +179,23 @@ func BenchmarkPingPongBusyPoll(b *testing.B) { benchPingPong(b, Options{BusyPoll
 // round trip ends and sleep as in the event mode.
 func BenchmarkPingPongBusyPollWindow(b *testing.B) {
 	benchPingPong(b, Options{BusyPoll: 200 * time.Microsecond})
+}
+
+// BenchmarkPollEmpty is one Poll of an empty completion queue: a busy
+// Wait's iteration costs this and a runtime.Gosched.
+func BenchmarkPollEmpty(b *testing.B) {
+	a, _ := benchPair(b, Options{})
+	var cs [4]rdma.Completion
+	for b.Loop() {
+		if a.Poll(cs[:]) != 0 {
+			b.Fatal("a completion on an idle connection")
+		}
+	}
+}
+
+// BenchmarkGosched is runtime.Gosched alone, for BenchmarkPollEmpty.
+func BenchmarkGosched(b *testing.B) {
+	for b.Loop() {
+		runtime.Gosched()
+	}
 }
