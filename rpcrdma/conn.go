@@ -93,10 +93,13 @@ type Conn struct {
 	opsIdle chan struct{} // closed when ops empties, for drain; nil when no one waits
 	opID    atomic.Uint64
 
-	// From the loop to Recv.
-	incoming chan inbound    // received messages
-	pulled   chan pulledCall // responder: calls whose data chunks have been pulled
-	reserved chan inbound    // responder: calls that waited for their share of the budgets (bounds.go)
+	// From the loop to Recv. Queues rather than channels, so that what
+	// they hold is allocated on first use (fifo): most connections have
+	// their messages pushed (Push), and an idle one holds none of them.
+	incoming fifo[inbound]    // received messages
+	pulled   fifo[pulledCall] // responder: calls whose data chunks have been pulled
+	ready    chan struct{}    // capacity 1: a token once incoming or pulled has gained a message
+	reserved chan inbound     // responder: calls that waited for their share of the budgets (bounds.go)
 
 	// Push (conn_recv.go): a requester's messages go to push once
 	// rpc.Pusher's Push has set it; pushEnded is set once the loop has
@@ -194,6 +197,61 @@ type inbound struct {
 	// borrowed: payload aliases the receive buffer, which is reposted
 	// when the role's onMessage returns; it copies what it passes on.
 	borrowed bool
+}
+
+// fifo is a bounded queue of messages from the loop (or a pull's
+// completion) to Recv. Its ring of size entries is allocated by the first
+// put and kept: a channel's buffer is allocated when it is made, used or
+// not, and an inbound is a few hundred bytes. Any goroutine may call its
+// methods.
+type fifo[T any] struct {
+	mu   sync.Mutex
+	ring []T
+	head int // index in ring of the oldest value
+	n    int // values queued
+	size int // the most that may be queued; set before first use
+}
+
+// put appends v; it reports false, keeping nothing, when size values are
+// queued already.
+func (q *fifo[T]) put(v T) bool {
+	q.mu.Lock()
+	if q.n >= q.size {
+		q.mu.Unlock()
+		return false
+	}
+	if q.ring == nil {
+		q.ring = make([]T, q.size)
+	}
+	q.ring[(q.head+q.n)%len(q.ring)] = v
+	q.n++
+	q.mu.Unlock()
+	return true
+}
+
+// get removes and returns the oldest value; ok is false when the queue is
+// empty.
+func (q *fifo[T]) get() (v T, ok bool) {
+	q.mu.Lock()
+	if q.n == 0 {
+		q.mu.Unlock()
+		return v, false
+	}
+	var zero T
+	v, q.ring[q.head] = q.ring[q.head], zero // keep nothing of v alive
+	q.head = (q.head + 1) % len(q.ring)
+	q.n--
+	q.mu.Unlock()
+	return v, true
+}
+
+// wake leaves Recv a token saying incoming or pulled has gained a
+// message; a token already there says so too.
+func (c *Conn) wake() {
+	select {
+	case c.ready <- struct{}{}:
+	default:
+	}
 }
 
 // Info describes what a connection negotiated.
@@ -309,8 +367,9 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	for i := 0; i < ord; i++ {
 		c.readSlots <- struct{}{}
 	}
-	c.incoming = make(chan inbound, c.recvSlots+1)
-	c.pulled = make(chan pulledCall, c.recvSlots+1)
+	c.incoming.size = c.recvSlots + 1
+	c.pulled.size = c.recvSlots + 1
+	c.ready = make(chan struct{}, 1)
 	if c.responder {
 		c.reserved = make(chan inbound) // its side goroutines wait for Recv
 	}

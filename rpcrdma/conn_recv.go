@@ -16,7 +16,7 @@ import (
 // message and passes it to the role's onMessage (requester.go,
 // responder.go) or the Backchannel, reposts the receive, and runs the
 // completion callbacks of send-queue work (conn_send.go). What it passes
-// on goes either to Recv through c.incoming, or, once rpc.Pusher's Push
+// on goes either to Recv through c.incoming (a fifo), or, once rpc.Pusher's Push
 // has been called, straight to the rpc layer's deliver function (a
 // requester's replies; a responder's calls without read chunks,
 // pushCall). The loop never blocks: everything that could (posting a
@@ -69,12 +69,14 @@ func (c *Conn) loop() {
 // Close once the side goroutines have exited.
 func (c *Conn) dropPulled() {
 	for {
-		select {
-		case pc := <-c.pulled:
+		if pc, ok := c.pulled.get(); ok {
 			for _, b := range pc.bufs {
 				putBuf(b)
 			}
 			pc.im.free()
+			continue
+		}
+		select {
 		case in := <-c.reserved:
 			in.im.free()
 		default:
@@ -176,13 +178,12 @@ func (c *Conn) deliver(in inbound) bool {
 	} else if c.pushCall(&in) {
 		return true
 	}
-	select {
-	case c.incoming <- in:
+	if c.incoming.put(in) {
+		c.wake()
 		return true
-	default:
-		c.drop(DropCreditOverrun, in.hdr.XID, "why", "receive queue full")
-		return false
 	}
+	c.drop(DropCreditOverrun, in.hdr.XID, "why", "receive queue full")
+	return false
 }
 
 // pushCall hands a responder's call straight to the rpc.Server that
@@ -233,25 +234,24 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 	for {
 		// Messages that arrived before the connection ended are
 		// delivered first.
-		var in inbound
+		in, ok := c.incoming.get()
 		var pc pulledCall
 		pulled := false
-		select {
-		case in = <-c.incoming:
-		case pc = <-c.pulled:
-			pulled = true
-		case in = <-c.reserved:
-		default:
+		if !ok {
+			pc, pulled = c.pulled.get()
+		}
+		if !ok && !pulled {
 			select {
-			case in = <-c.incoming:
-			case pc = <-c.pulled:
-				pulled = true
 			case in = <-c.reserved:
-			case <-c.done:
+			default:
 				select {
-				case in = <-c.incoming:
-				default:
-					return nil, c.Err()
+				case <-c.ready:
+					continue // look again
+				case in = <-c.reserved:
+				case <-c.done:
+					if in, ok = c.incoming.get(); !ok {
+						return nil, c.Err()
+					}
 				}
 			}
 		}
@@ -348,13 +348,11 @@ func (c *Conn) Push(deliver func(*rpc.Msg, error)) {
 	c.pushMu.Lock()
 	defer c.pushMu.Unlock()
 	for {
-		select {
-		case in := <-c.incoming:
-			deliver(c.replyOf(in))
-			continue
-		default:
+		in, ok := c.incoming.get()
+		if !ok {
+			break
 		}
-		break
+		deliver(c.replyOf(in))
 	}
 	if c.pushEnded {
 		deliver(nil, c.Err())

@@ -388,16 +388,16 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		return m, true, nil
 	}
 	c.startPull(chunks, true, func(bufs [][]byte, err error) {
-		select {
-		case c.pulled <- pulledCall{im: im, bufs: bufs, err: err}:
-		default:
-			// More calls than receive slots are being pulled: the
-			// peer overran its credits, and the connection is ending.
-			for _, b := range bufs {
-				putBuf(b)
-			}
-			c.drop(DropCreditOverrun, im.ic.xid, "why", "more calls pulling than receives")
+		if c.pulled.put(pulledCall{im: im, bufs: bufs, err: err}) {
+			c.wake()
+			return
 		}
+		// More calls than receive slots are being pulled: the peer
+		// overran its credits, and the connection is ending.
+		for _, b := range bufs {
+			putBuf(b)
+		}
+		c.drop(DropCreditOverrun, im.ic.xid, "why", "more calls pulling than receives")
 	})
 	return nil, false, nil
 }
