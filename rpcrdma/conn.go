@@ -254,6 +254,24 @@ func (c *Conn) wake() {
 	}
 }
 
+// The loop takes completions from the provider firstBatch at a time until
+// the provider fills a batch, then fullBatch at a time: a connection that
+// stays idle keeps a small batch (a Completion is about a hundred bytes),
+// one that is busy takes more per Wait.
+const (
+	firstBatch = 4
+	fullBatch  = 32
+)
+
+// growBatch returns the loop's batch for its next Wait: cs, or a
+// fullBatch one once n, what the last Wait returned, filled cs.
+func growBatch(cs []rdma.Completion, n int) []rdma.Completion {
+	if n < len(cs) || len(cs) >= fullBatch {
+		return cs
+	}
+	return make([]rdma.Completion, fullBatch)
+}
+
 // Info describes what a connection negotiated.
 type Info struct {
 	Version            wire.Version // version in use (requester); highest served (responder)

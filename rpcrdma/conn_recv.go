@@ -25,7 +25,7 @@ import (
 // loop owns the completion queue until the connection ends.
 func (c *Conn) loop() {
 	defer close(c.loopDone)
-	cs := make([]rdma.Completion, 32)
+	cs := make([]rdma.Completion, firstBatch)
 	for {
 		n, err := c.rc.Wait(context.Background(), cs)
 		for _, comp := range cs[:n] {
@@ -35,6 +35,7 @@ func (c *Conn) loop() {
 				c.onSendQueue(comp)
 			}
 		}
+		cs = growBatch(cs, n)
 		if err != nil {
 			c.fail(err)
 			// Drain what the provider flushed so every waiter hears.
