@@ -526,10 +526,10 @@ func (r *responder) argLimit(xdr []byte, chunks []wire.ReadChunk) string {
 }
 
 // waitReserve waits, on a side goroutine, for the share of the budgets
-// the call in needs, then for Recv to take it back through c.reserved.
-// The side goroutines are bounded by the receives: a requester has no
-// more calls in flight. A call whose connection ends meanwhile is given
-// back.
+// the call in needs, then hands it back to Recv through c.reserved. The
+// side goroutines are bounded by the receives: a requester has no more
+// calls in flight. A call whose connection ends meanwhile is given back,
+// here or, once queued, by dropPulled.
 func (r *responder) waitReserve(in inbound) {
 	c := r.c
 	ok := c.goSide(func() {
@@ -539,11 +539,14 @@ func (r *responder) waitReserve(in inbound) {
 			in.im.free()
 			return
 		}
-		select {
-		case c.reserved <- in:
-		case <-c.done:
+		if !c.reserved.put(in) {
+			// As many calls wait as there are receives: the peer
+			// overran its credits.
 			in.im.free()
+			c.drop(DropCreditOverrun, in.hdr.XID, "why", "more calls waiting for memory than receives")
+			return
 		}
+		c.wake()
 	})
 	if !ok {
 		in.im.free()

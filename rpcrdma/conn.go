@@ -33,13 +33,15 @@ import (
 // no RDMA Read to a pushed deliver function itself (pushCall), which must
 // not block either.
 //
-// Locks. Mutexes guard only small tables, and all but two are leaves,
+// Locks. Mutexes guard only small tables, and all but three are leaves,
 // never held while another is taken: opsMu, errMu, sideMu, requester.mu,
 // Backchannel.mu, the shared pool's mu and the credit windows' own.
 // pushMu is held while the rpc layer's deliver function runs, which may
 // call Send or CancelCall and so take the leaves; responder.mu is held
 // while a grant is raised or lowered, which takes the shared pool's mu
-// (pool.go). So the order is pushMu, then responder.mu, then any one leaf.
+// (pool.go). A responder's pumpMu is held while its pump looks at the
+// queues from the loop to Recv (fifo), whose mutexes are leaves. So the
+// order is pushMu, then responder.mu or pumpMu, then any one leaf.
 //
 // Buffers. Receives land in one provider-allocated region of equal slots,
 // one per posted receive; each Send is built in a slot of a second region.
@@ -98,8 +100,8 @@ type Conn struct {
 	// their messages pushed (Push), and an idle one holds none of them.
 	incoming fifo[inbound]    // received messages
 	pulled   fifo[pulledCall] // responder: calls whose data chunks have been pulled
-	ready    chan struct{}    // capacity 1: a token once incoming or pulled has gained a message
-	reserved chan inbound     // responder: calls that waited for their share of the budgets (bounds.go)
+	reserved fifo[inbound]    // responder: calls that waited for their share of the budgets (bounds.go)
+	ready    chan struct{}    // capacity 1: a token once one of the three has gained a message
 
 	// Push (conn_recv.go): a requester's messages go to push once
 	// rpc.Pusher's Push has set it; pushEnded is set once the loop has
@@ -111,6 +113,15 @@ type Conn struct {
 	push      func(*rpc.Msg, error)
 	pushEnded bool
 	callPush  func(*rpc.Msg, error)
+
+	// A responder's pump (conn_recv.go): once Push has set pumpTo, a
+	// side goroutine runs pump while the three queues above hold
+	// anything, and once at the end for the final error. pumpMu
+	// guards pumpTo and pumping; the queues' own are taken under it.
+	pumpMu  sync.Mutex
+	pumpTo  func(*rpc.Msg, error)
+	pumping bool   // a pump runs, or has delivered the final error
+	pumpFn  func() // c.pump, bound once
 
 	// Lifecycle: fail ends the connection once (closeOnce); err is why.
 	closeOnce sync.Once
@@ -200,16 +211,25 @@ type inbound struct {
 }
 
 // fifo is a bounded queue of messages from the loop (or a pull's
-// completion) to Recv. Its ring of size entries is allocated by the first
-// put and kept: a channel's buffer is allocated when it is made, used or
-// not, and an inbound is a few hundred bytes. Any goroutine may call its
-// methods.
+// completion) to Recv. Its ring is allocated by the first put and doubles
+// when full, up to size entries, and is kept: a channel's buffer is
+// allocated when it is made, used or not, and an inbound is a few hundred
+// bytes, while most connections queue nothing (their messages are
+// pushed) or a call or two that came before Push. Any goroutine may call
+// its methods.
 type fifo[T any] struct {
 	mu   sync.Mutex
 	ring []T
 	head int // index in ring of the oldest value
 	n    int // values queued
 	size int // the most that may be queued; set before first use
+}
+
+// len returns how many values are queued.
+func (q *fifo[T]) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
 }
 
 // put appends v; it reports false, keeping nothing, when size values are
@@ -220,8 +240,12 @@ func (q *fifo[T]) put(v T) bool {
 		q.mu.Unlock()
 		return false
 	}
-	if q.ring == nil {
-		q.ring = make([]T, q.size)
+	if q.n == len(q.ring) {
+		ring := make([]T, min(max(2*len(q.ring), 2), q.size))
+		for i := range q.n {
+			ring[i] = q.ring[(q.head+i)%len(q.ring)]
+		}
+		q.ring, q.head = ring, 0
 	}
 	q.ring[(q.head+q.n)%len(q.ring)] = v
 	q.n++
@@ -245,12 +269,16 @@ func (q *fifo[T]) get() (v T, ok bool) {
 	return v, true
 }
 
-// wake leaves Recv a token saying incoming or pulled has gained a
-// message; a token already there says so too.
+// wake leaves Recv a token saying incoming, pulled or reserved has
+// gained a message (a token already there says so too), and, once a
+// responder's Push has been called, makes sure a pump runs to deliver it.
 func (c *Conn) wake() {
 	select {
 	case c.ready <- struct{}{}:
 	default:
+	}
+	if c.resp != nil {
+		c.startPump()
 	}
 }
 
@@ -387,10 +415,8 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	}
 	c.incoming.size = c.recvSlots + 1
 	c.pulled.size = c.recvSlots + 1
+	c.reserved.size = c.recvSlots + 1
 	c.ready = make(chan struct{}, 1)
-	if c.responder {
-		c.reserved = make(chan inbound) // its side goroutines wait for Recv
-	}
 	return nil
 }
 

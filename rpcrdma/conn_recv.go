@@ -77,12 +77,11 @@ func (c *Conn) dropPulled() {
 			pc.im.free()
 			continue
 		}
-		select {
-		case in := <-c.reserved:
-			in.im.free()
-		default:
+		in, ok := c.reserved.get()
+		if !ok {
 			return
 		}
+		in.im.free()
 	}
 }
 
@@ -232,6 +231,13 @@ func isConfigCall(b []byte) bool {
 // next call, with its read chunks pulled (calls whose chunks take longer to
 // pull may be overtaken by later ones). It implements rpc.Transport.
 func (c *Conn) Recv() (*rpc.Msg, error) {
+	m, _, err := c.recv(true)
+	return m, err
+}
+
+// recv is Recv; ok is false, with neither message nor error, when block
+// is false and nothing is queued while the connection is up.
+func (c *Conn) recv(block bool) (m *rpc.Msg, ok bool, err error) {
 	for {
 		// Messages that arrived before the connection ended are
 		// delivered first.
@@ -242,35 +248,42 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 			pc, pulled = c.pulled.get()
 		}
 		if !ok && !pulled {
-			select {
-			case in = <-c.reserved:
-			default:
+			in, ok = c.reserved.get()
+		}
+		if !ok && !pulled {
+			if block {
 				select {
 				case <-c.ready:
 					continue // look again
-				case in = <-c.reserved:
 				case <-c.done:
-					if in, ok = c.incoming.get(); !ok {
-						return nil, c.Err()
-					}
 				}
+			} else {
+				select {
+				case <-c.done:
+				default:
+					return nil, false, nil
+				}
+			}
+			if in, ok = c.incoming.get(); !ok {
+				return nil, true, c.Err()
 			}
 		}
 		if pulled {
 			m, err := c.resp.finishCall(pc)
 			if err != nil {
 				c.fail(err)
-				return nil, c.Err()
+				return nil, true, c.Err()
 			}
-			return m, nil
+			return m, true, nil
 		}
 		if c.req != nil {
-			return c.replyOf(in)
+			m, err := c.replyOf(in)
+			return m, true, err
 		}
 		m, ok, err := c.resp.recvCall(&in)
 		if err != nil {
 			c.fail(err)
-			return nil, c.Err()
+			return nil, true, c.Err()
 		}
 		if !ok {
 			continue
@@ -282,7 +295,7 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 			m.Release()
 			continue
 		}
-		return m, nil
+		return m, true, nil
 	}
 }
 
@@ -305,40 +318,23 @@ func (c *Conn) replyOf(in inbound) (*rpc.Msg, error) {
 // the goroutine that received it (the rpc.Client uses it, and so needs no
 // goroutine of its own blocked in Recv). A responder hands calls without
 // read chunks to deliver from the loop (the rpc.Server uses it, and its
-// worker gets the call one hand-off sooner); a goroutine calls Recv for
-// the rest, the calls whose chunks are pulled first and CONF_RDMA, and
-// hands on what it returns. The error that ends the connection comes last,
-// once the loop has ended.
+// worker gets the call one hand-off sooner); the rest, the calls whose
+// chunks are pulled first, those that waited for memory and CONF_RDMA,
+// go through Recv on a side goroutine, the pump, that runs only while
+// they are queued, so an idle responder has no goroutine but its loop.
+// The error that ends the connection comes last, once the loop has ended.
 func (c *Conn) Push(deliver func(*rpc.Msg, error)) {
 	if c.req == nil {
 		c.pushMu.Lock()
 		c.callPush = deliver
 		c.pushMu.Unlock()
-		// A side goroutine, so that Close waits for it (conn.go).
-		started := c.goSide(func() {
-			for {
-				m, err := c.Recv()
-				final := err != nil
-				if final {
-					_, perCall := errors.AsType[*rpc.CallError](err)
-					final = !perCall
-				}
-				if final {
-					// The loop delivers nothing once it has ended.
-					<-c.loopDone
-				}
-				c.pushMu.Lock()
-				if final {
-					c.callPush = nil
-				}
-				deliver(m, err)
-				c.pushMu.Unlock()
-				if final {
-					return
-				}
-			}
-		})
-		if !started { // closed already
+		c.pumpMu.Lock()
+		c.pumpTo, c.pumpFn = deliver, c.pump
+		c.pumping = true
+		c.pumpMu.Unlock()
+		// The first pump delivers what was queued before Push; a side
+		// goroutine, so that Close waits for it (conn.go).
+		if !c.goSide(c.pumpFn) { // closed already
 			c.pushMu.Lock()
 			c.callPush = nil
 			deliver(nil, c.Err())
@@ -362,9 +358,87 @@ func (c *Conn) Push(deliver func(*rpc.Msg, error)) {
 	c.push = deliver
 }
 
+// startPump starts a responder's pump once Push has been called, unless
+// one runs already (or has delivered the final error). Whoever queues a
+// message for Recv calls it, through wake, after queueing it; the loop
+// calls it when it ends, for the final error.
+func (c *Conn) startPump() {
+	c.pumpMu.Lock()
+	if c.pumpTo == nil || c.pumping {
+		c.pumpMu.Unlock()
+		return
+	}
+	c.pumping = true
+	c.pumpMu.Unlock()
+	if !c.goSide(c.pumpFn) {
+		// Close has stopped waiting for side goroutines, so the loop
+		// has ended and a pump has delivered the final error: Close
+		// gives back what is still queued (dropPulled).
+		c.pumpMu.Lock()
+		c.pumping = false
+		c.pumpMu.Unlock()
+	}
+}
+
+// pump hands what Recv returns to the deliver function a responder's
+// Push set, one message at a time under pushMu, until nothing is queued;
+// then it returns, unless the connection has ended: then it delivers the
+// final error, once the loop has ended, and no pump runs again.
+func (c *Conn) pump() {
+	c.pumpMu.Lock()
+	deliver := c.pumpTo
+	c.pumpMu.Unlock()
+	for {
+		m, ok, err := c.recv(false)
+		if !ok {
+			c.pumpMu.Lock()
+			// Whoever queued a message after recv looked starts a pump
+			// after queueing it; this one may only stop if that start
+			// will see it stopped, so it looks again under pumpMu.
+			// The loop's end starts one too, after the connection has
+			// ended: if it has, this one delivers the final error.
+			ended := false
+			select {
+			case <-c.done:
+				ended = true
+			default:
+			}
+			if ended || c.incoming.len()+c.pulled.len()+c.reserved.len() > 0 {
+				c.pumpMu.Unlock()
+				continue
+			}
+			c.pumping = false
+			c.pumpMu.Unlock()
+			return
+		}
+		final := err != nil
+		if final {
+			_, perCall := errors.AsType[*rpc.CallError](err)
+			final = !perCall
+		}
+		if final {
+			// The loop delivers nothing once it has ended.
+			<-c.loopDone
+		}
+		c.pushMu.Lock()
+		if final {
+			c.callPush = nil
+		}
+		deliver(m, err)
+		c.pushMu.Unlock()
+		if final {
+			return // pumping stays set: nothing follows the final error
+		}
+	}
+}
+
 // endPush gives a pushing requester the error that ended the connection,
 // once the loop has delivered everything before it.
 func (c *Conn) endPush() {
+	if c.resp != nil {
+		c.startPump() // a pushing responder's, on its pump
+		return
+	}
 	c.pushMu.Lock()
 	defer c.pushMu.Unlock()
 	c.pushEnded = true

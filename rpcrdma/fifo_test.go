@@ -2,15 +2,39 @@ package rpcrdma
 
 import (
 	"testing"
+	"testing/synctest"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 )
 
 // TestFifo checks the queue from the loop to Recv: nothing allocated
-// before the first put, first in first out across the ring's wrap, and
-// a put beyond its size refused without keeping the value.
+// before the first put, first in first out across the ring's wrap and
+// growth, and a put beyond its size refused without keeping the value.
 func TestFifo(t *testing.T) {
 	q := fifo[int]{size: 3}
+	if !q.put(-2) || !q.put(-1) {
+		t.Fatal("put refused on an empty queue")
+	}
+	if len(q.ring) != 2 {
+		t.Fatalf("ring of %d entries after two puts, want 2", len(q.ring))
+	}
+	for want := -2; want < 0; want++ {
+		if v, ok := q.get(); !ok || v != want {
+			t.Fatalf("get = %d, %v, want %d, true", v, ok, want)
+		}
+	}
+	// Growth while the ring has wrapped keeps the order.
+	q.put(0)
+	q.put(1)
+	q.get()
+	q.put(2) // wraps to the ring's first entry
+	q.put(3) // grows the ring
+	for want := 1; want <= 3; want++ {
+		if v, ok := q.get(); !ok || v != want {
+			t.Fatalf("after growth across the wrap: get = %d, %v, want %d, true", v, ok, want)
+		}
+	}
+	q = fifo[int]{size: 3}
 	if _, ok := q.get(); ok {
 		t.Fatal("get on an empty queue reported a value")
 	}
@@ -57,4 +81,43 @@ func TestGrowBatch(t *testing.T) {
 	if again := growBatch(got, fullBatch); len(again) != fullBatch {
 		t.Errorf("a full batch became %d", len(again))
 	}
+}
+
+// TestResponderPumpOnlyWhileQueued checks that a pushing responder runs
+// its pump, the side goroutine that delivers what Recv returns, only
+// while calls are queued for it: none once a call with a read chunk has
+// been answered, and at the end for the error that ends the connection,
+// which the rpc.Server's Serve returns.
+func TestResponderPumpOnlyWhileQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := ctxT(t)
+		p := newPair(t, nil, nil)
+		pumping := func() bool {
+			p.resp.pumpMu.Lock()
+			defer p.resp.pumpMu.Unlock()
+			return p.resp.pumping
+		}
+		synctest.Wait()
+		if pumping() {
+			t.Fatal("a pump runs on a responder that has received nothing")
+		}
+		data := pattern(64<<10, 2) // beyond the inline size: a read chunk
+		for i := range 3 {
+			rep, err := p.call(ctx, procSum, ddpArgs(data), nil, 0)
+			checkSum(t, rep, err, data)
+			synctest.Wait()
+			if pumping() {
+				t.Fatalf("call %d: the pump still runs once its call has been answered", i)
+			}
+		}
+		if got := p.resp.Stats().ReadChunks; got != 3 {
+			t.Fatalf("the responder pulled %d read chunks, want 3: the pump was not used", got)
+		}
+		p.conn.Close()
+		synctest.Wait()
+		// pumping stays set once a pump has delivered the final error.
+		if !pumping() {
+			t.Error("no pump delivered the error that ended the connection")
+		}
+	})
 }
