@@ -31,7 +31,9 @@ import (
 // side goroutines and any timer callback running, and every timer is
 // stopped when the connection ends. A responder's loop hands calls that need
 // no RDMA Read to a pushed deliver function itself (pushCall), which must
-// not block either.
+// not block either; the rest go to it from a side goroutine, the pump,
+// that runs only while they are queued, so an idle connection has one
+// goroutine of its own, its loop.
 //
 // Locks. Mutexes guard only small tables, and all but three are leaves,
 // never held while another is taken: opsMu, errMu, sideMu, requester.mu,
@@ -574,7 +576,7 @@ func (c *Conn) Close() error {
 // goSide runs f on a goroutine of its own that Close waits for: work the
 // loop must not wait for (sending RDMA_ERROR or RDMA_DONE, pulling a
 // read-chunk reply, resending a call after ERR_VERS, waiting for a share
-// of the budgets, a responder's Push). f must return soon once the
+// of the budgets, a responder's pump). f must return soon once the
 // connection has ended; its sends and reads take c.ctx. It reports false,
 // without running f, once Close has stopped waiting for new ones, which
 // happens only after the loop has ended: so the loop can count on f
