@@ -16,10 +16,10 @@ import (
 // message and passes it to the role's onMessage (requester.go,
 // responder.go) or the Backchannel, reposts the receive, and runs the
 // completion callbacks of send-queue work (conn_send.go). What it passes
-// on goes either to Recv through c.incoming (a fifo), or, once rpc.Pusher's Push
-// has been called, straight to the rpc layer's deliver function (a
-// requester's replies; a responder's calls without read chunks,
-// pushCall). The loop never blocks: everything that could (posting a
+// on goes either to Recv through c.incoming (a fifo), or, once
+// rpc.Pusher's Push has been called, straight to the rpc layer's deliver
+// function (a requester's replies; a responder's calls without read
+// chunks, pushCall). The loop never blocks: everything that could (posting a
 // Send, an RDMA Read) runs in Send, Recv or a side goroutine (goSide).
 
 // loop owns the completion queue until the connection ends.
@@ -235,9 +235,10 @@ func (c *Conn) Recv() (*rpc.Msg, error) {
 	return m, err
 }
 
-// recv is Recv; ok is false, with neither message nor error, when block
-// is false and nothing is queued while the connection is up.
-func (c *Conn) recv(block bool) (m *rpc.Msg, ok bool, err error) {
+// recv is Recv, and reports whether it returns a message or an error:
+// when block is false and nothing is queued while the connection is up,
+// it returns neither, and false.
+func (c *Conn) recv(block bool) (*rpc.Msg, bool, error) {
 	for {
 		// Messages that arrived before the connection ended are
 		// delivered first.
