@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -221,17 +222,9 @@ func (c *Conn) cqLoop() {
 		return
 	}
 	for {
-		var cerr error
-		err := rc.Read(func(uintptr) bool {
-			n := C.shim_cq_events(c.cc, c.cq)
-			if n < 0 {
-				cerr = errnoErr(n)
-				return true
-			}
-			return n > 0
-		})
-		if err != nil {
-			return // Close set the deadline
+		closed, cerr := awaitCQ(rc, c.cc, c.cq)
+		if closed {
+			return
 		}
 		if cerr != nil {
 			c.mu.Lock()
@@ -242,6 +235,24 @@ func (c *Conn) cqLoop() {
 		c.collectLocked()
 		c.cqMu.Unlock()
 	}
+}
+
+// awaitCQ blocks, through Go's poller, until the completion channel cc
+// has events, and takes every pending one: shim_cq_events acknowledges
+// them and re-arms cq. It reports closed once Close has set the channel's
+// deadline, and otherwise the channel's own error, if it failed. Both the
+// connections' and the shared receive queues' completion goroutines wait
+// here.
+func awaitCQ(rc syscall.RawConn, cc *C.struct_ibv_comp_channel, cq *C.struct_ibv_cq) (closed bool, err error) {
+	rerr := rc.Read(func(uintptr) bool {
+		n := C.shim_cq_events(cc, cq)
+		if n < 0 {
+			err = errnoErr(n)
+			return true
+		}
+		return n > 0
+	})
+	return rerr != nil, err
 }
 
 // cmLoop reads the connection's rdma_cm events after establishment.

@@ -231,17 +231,9 @@ func (q *SharedRecvQueue) cqLoop() {
 		return
 	}
 	for {
-		var cerr error
-		err := rc.Read(func(uintptr) bool {
-			n := C.shim_cq_events(q.cc, q.cq)
-			if n < 0 {
-				cerr = errnoErr(n)
-				return true
-			}
-			return n > 0
-		})
-		if err != nil {
-			return // Close set the deadline
+		closed, cerr := awaitCQ(rc, q.cc, q.cq)
+		if closed {
+			return
 		}
 		if cerr != nil {
 			q.p.log.Error("verbs: shared receive queue's completion channel failed", "device", q.dev, "err", cerr)
