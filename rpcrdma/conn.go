@@ -36,9 +36,8 @@ import (
 // goroutine of its own, its loop.
 //
 // Locks. Mutexes guard only small tables, and all but three are leaves,
-// never held while another is taken: opsMu, freeSendsMu, errMu, sideMu,
-// requester.mu, Backchannel.mu, the shared pool's mu and the credit
-// windows' own.
+// never held while another is taken: opsMu, errMu, sideMu, requester.mu,
+// Backchannel.mu, the shared pool's mu and the credit windows' own.
 // pushMu is held while the rpc layer's deliver function runs, which may
 // call Send or CancelCall and so take the leaves; responder.mu is held
 // while a grant is raised or lowered, which takes the shared pool's mu
@@ -86,16 +85,10 @@ type Conn struct {
 
 	// Tokens, passed through channels: whoever holds a token owns what
 	// it names.
-	sendFree  chan struct{} // one token per free slot of sendMR (takeSendSlot, putSendSlot)
-	sends     []sendSlot    // per send slot, owned by whoever took it from freeSends
+	sendFree  chan int      // free slots of sendMR
+	sends     []sendSlot    // per send slot, owned by the holder of its sendFree token
 	sqSlots   chan struct{} // one token per free send-queue entry
 	readSlots chan struct{} // one token per RDMA Read we may have outstanding (ORD)
-
-	// freeSends are the free send slots, the most recently freed last:
-	// takeSendSlot reuses it, whose buffer and state are still in the
-	// cache (conn_send.go).
-	freeSendsMu sync.Mutex
-	freeSends   []int
 
 	// Send-queue work in flight, by ID: registered by post, completed
 	// by the loop (onSendQueue) or, once it ends, by failOps.
@@ -397,7 +390,7 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 		return fmt.Errorf("rpcrdma: allocating %d send buffers: %w", nsend, err)
 	}
 	c.addRegistered(int64(nsend * c.sendSize))
-	c.sendFree = make(chan struct{}, nsend)
+	c.sendFree = make(chan int, nsend)
 	c.sends = make([]sendSlot, nsend)
 	for i := 0; i < nsend; i++ {
 		s := &c.sends[i]
@@ -408,13 +401,10 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 			if s.wait {
 				s.result <- c.compErr(comp, "Send")
 			} else {
-				c.putSendSlot(i)
+				c.sendFree <- i
 			}
 		}
-	}
-	c.freeSends = make([]int, 0, nsend)
-	for i := nsend - 1; i >= 0; i-- {
-		c.putSendSlot(i)
+		c.sendFree <- i
 	}
 	c.sqSlots = make(chan struct{}, sq)
 	for i := 0; i < sq; i++ {

@@ -90,7 +90,7 @@ func take(ctx context.Context, ch chan struct{}, done <-chan struct{}, ended fun
 // free send slot. If wait is true it returns after the Send completes, else
 // after posting.
 func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait bool) error {
-	slot, err := c.takeSendSlot(ctx)
+	slot, err := takeValue(ctx, c.sendFree, c.done, c.Err)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, i
 		n += len(p)
 	}
 	if n > c.sendSize {
-		c.putSendSlot(slot)
+		c.sendFree <- slot
 		return fmt.Errorf("rpcrdma: message of %d bytes exceeds the %d-byte send buffer", n, c.sendSize)
 	}
 	off := slot * c.sendSize
@@ -117,43 +117,15 @@ func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, i
 	s.wait = wait
 	c.stats.add(statInlineBytes, uint64(len(msg)))
 	if err := c.post(ctx, &s.wr, s.done); err != nil {
-		c.putSendSlot(slot)
+		c.sendFree <- slot
 		return err
 	}
 	if !wait {
 		return nil
 	}
 	err = <-s.result
-	c.putSendSlot(slot)
+	c.sendFree <- slot
 	return err
-}
-
-// takeSendSlot waits for a free send slot, respecting ctx, and returns the
-// one freed last. Slots are reused last in, first out: with one call at a
-// time the same slot, its buffer, work request and memory registration
-// state, serves every message and stays in the CPU's cache, where taking
-// them in turn (a FIFO) touched a cold one each time (RPC NULL over the
-// software iWARP spent a measurable share of its CPU time on those
-// misses). It may be called concurrently.
-func (c *Conn) takeSendSlot(ctx context.Context) (int, error) {
-	if err := take(ctx, c.sendFree, c.done, c.Err); err != nil {
-		return 0, err
-	}
-	c.freeSendsMu.Lock()
-	n := len(c.freeSends) - 1
-	slot := c.freeSends[n] // putSendSlot pushed it before its token
-	c.freeSends = c.freeSends[:n]
-	c.freeSendsMu.Unlock()
-	return slot, nil
-}
-
-// putSendSlot gives back the send slot taken by takeSendSlot. It never
-// blocks and may be called concurrently, from the loop too.
-func (c *Conn) putSendSlot(slot int) {
-	c.freeSendsMu.Lock()
-	c.freeSends = append(c.freeSends, slot)
-	c.freeSendsMu.Unlock()
-	c.sendFree <- struct{}{}
 }
 
 // compErr turns a failed completion into an error. Every failed
