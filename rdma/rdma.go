@@ -285,8 +285,12 @@ type Conn interface {
 
 	// Alloc returns a zeroed region of size bytes of provider-owned
 	// memory, registered on this connection with the given access. The
-	// memory stays valid until MR.Release (or Close); a cgo provider hands
-	// out memory that does not move. It returns an error matching ErrInvalid
+	// memory is the device's until MR.Release (or Close); a cgo provider
+	// hands out memory that does not move. It stays memory-safe after
+	// Release and Close: a goroutine that writes it while another closes
+	// the connection reaches memory no device touches any more, never an
+	// unmapped page (a cgo provider allocates Go memory and pins it while
+	// registered). It returns an error matching ErrInvalid
 	// for a negative size or unknown access bits, and the connection's
 	// error once it has ended.
 	Alloc(size int, access Access) (MR, error)
@@ -350,7 +354,8 @@ type Conn interface {
 // use.
 type MR interface {
 	// Bytes returns the region's memory. For Alloc'd memory it belongs to
-	// the provider and must not be used after Release or Close; for
+	// the provider; after Release or Close, what is written there reaches
+	// no peer, but the slice stays safe to touch (Conn.Alloc). For
 	// Register'd memory it is the caller's slice.
 	Bytes() []byte
 

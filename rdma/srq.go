@@ -26,7 +26,8 @@ type SharedRecvConfig struct {
 type SharedRecvQueue interface {
 	// Alloc returns a zeroed region of size bytes of provider-owned
 	// memory with AccessLocalWrite, owned by the queue, for its receives.
-	// It stays valid until MR.Release or Close. It returns an error
+	// It is the device's until MR.Release or Close, and stays safe to
+	// touch after them, as Conn.Alloc's. It returns an error
 	// matching ErrInvalid for a negative size, and ErrClosed once the
 	// queue is closed.
 	Alloc(size int) (MR, error)

@@ -61,7 +61,7 @@ func guestMountNFSServe(t *testing.T, bin, device, ip string) {
 	// The server runs in the background, in a session of its own, with
 	// the command channel (fd 3) closed; it writes its log to a file.
 	run(fmt.Sprintf("umount -f -l /mnt/nfsv 2>/dev/null; rm -rf %[1]s && mkdir -p %[1]s/export /mnt/nfsv && cd %[1]s && "+
-		"(setsid %[2]s nfs serve --provider verbs --device %[3]s --rdma %[4]s:%[5]s --tcp %[4]s:%[6]s --export /export export >log 2>&1 </dev/null 3>&- & echo $! >pid) && "+
+		"(setsid %[2]s nfs serve --provider verbs --device %[3]s --rdma %[4]s:%[5]s --tcp %[4]s:%[6]s --log-level debug --export /export export >log 2>&1 </dev/null 3>&- & echo $! >pid) && "+
 		"for i in $(seq 300); do grep -q 'nfs: serving' log && break; kill -0 $(cat pid) || break; sleep 0.1; done; cat log; grep -q 'nfs: serving' log",
 		dir, bin, device, ip, guestNFSRDMAPort, guestNFSTCPPort), 60*time.Second)
 	stopped := false
@@ -72,7 +72,8 @@ func guestMountNFSServe(t *testing.T, bin, device, ip string) {
 	}
 	defer func() {
 		if !stopped {
-			lab.Run(t, fmt.Sprintf("umount -f -l /mnt/nfsv 2>/dev/null; kill -9 $(cat %[1]s/pid) 2>/dev/null; cat %[1]s/log", dir), lab.CmdTimeout)
+			out, _ := lab.Run(t, fmt.Sprintf("umount -f -l /mnt/nfsv 2>/dev/null; kill -9 $(cat %[1]s/pid) 2>/dev/null; tail -c 20000 %[1]s/log", dir), lab.CmdTimeout)
+			t.Logf("the server's log (its last 20000 bytes):\n%s", out)
 		}
 		lab.Run(t, "rm -rf "+dir, lab.CmdTimeout)
 	}()

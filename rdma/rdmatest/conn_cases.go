@@ -417,3 +417,30 @@ func testWaitEnd(t *testing.T, cfg Config) {
 		a.Close()
 	}
 }
+
+// testAllocAfterClose: memory from Alloc stays safe to touch after Release
+// and after Close (rdma.Conn.Alloc), so a goroutine that fills a buffer
+// while another ends the connection does not fault. A provider that frees
+// the memory (unmaps it, say) fails here with a fault, not an error.
+func testAllocAfterClose(t *testing.T, cfg Config) {
+	a, _ := Pair(t, cfg, rdma.ConnConfig{}, rdma.ConnConfig{})
+	var mrs []rdma.MR
+	for _, n := range []int{0, 1, 4096, 1 << 16} {
+		mrs = append(mrs, Alloc(t, a, n, rdma.AccessLocalWrite|rdma.AccessRemoteWrite))
+	}
+	if err := mrs[2].Release(); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	fill(mrs[2].Bytes(), 1)
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for i, m := range mrs {
+		b := m.Bytes()
+		fill(b, byte(i))
+		wantBytes(t, "memory written after Close", b, pattern(len(b), byte(i)))
+		if m.Valid() {
+			t.Errorf("region %d still valid after Close", i)
+		}
+	}
+}

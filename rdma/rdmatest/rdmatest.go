@@ -142,6 +142,7 @@ func TestProvider(t *testing.T, cfg Config) {
 		{"Close", testClose},
 		{"PeerClose", testPeerClose},
 		{"CloseIdempotent", testCloseIdempotent},
+		{"AllocAfterClose", testAllocAfterClose},
 		{"WaitContext", testWaitContext},
 		{"WaitEnd", testWaitEnd},
 		{"SharedRecv", testSharedRecv},

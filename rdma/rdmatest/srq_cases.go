@@ -271,6 +271,9 @@ func testSharedRecvClose(t *testing.T, cfg Config) {
 	if rm.Valid() {
 		t.Error("the queue's memory is still registered after Close")
 	}
+	// Still safe to touch (rdma.SharedRecvQueue.Alloc).
+	fill(rm.Bytes(), 7)
+	wantBytes(t, "the queue's memory written after Close", rm.Bytes(), pattern(16, 7))
 	cs := waitShared(t, cfg, q, 2)
 	for i, c := range cs {
 		Want(t, c, uint64(i), rdma.OpRecv, rdma.StatusFlushed, 0)

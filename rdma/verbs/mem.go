@@ -23,7 +23,7 @@ type mr struct {
 	c        *Conn
 	buf      []byte // what Bytes returns
 	mem      []byte // the registered memory: buf, or a page for an empty buf
-	mapped   bool   // mem is an anonymous mapping the provider owns
+	mapped   bool   // mem is an anonymous mapping the provider owns (Register of an empty b)
 	pinner   runtime.Pinner
 	pinned   bool
 	addr     uint64 // address of mem[0]: the TO
@@ -56,19 +56,22 @@ func verbsAccess(a rdma.Access) C.int {
 	return f
 }
 
-// Alloc returns size bytes of zeroed memory from an anonymous mapping,
-// which never moves, registered with access.
+// Alloc returns size bytes of zeroed Go memory, pinned (runtime.Pinner)
+// while registered, registered with access. Go's collector never moves it
+// and frees it only when nothing refers to it, so a slice of it stays
+// memory-safe after Release or Close, as rdma.Conn.Alloc requires: a
+// caller that writes a buffer while another goroutine closes the
+// connection writes memory no device can reach any more, where C memory
+// freed at Close (an anonymous mapping unmapped, say) would be a fault.
 func (c *Conn) Alloc(size int, access rdma.Access) (rdma.MR, error) {
 	if size < 0 || !access.Valid() {
 		return nil, fmt.Errorf("verbs: alloc %d bytes, access %v: %w", size, access, rdma.ErrInvalid)
 	}
-	mem, err := syscall.Mmap(-1, 0, max(size, 1), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	if err != nil {
-		return nil, fmt.Errorf("verbs: alloc %d bytes: mmap: %w", size, err)
-	}
-	m := &mr{c: c, buf: mem[:size], mem: mem, mapped: true}
+	mem := make([]byte, max(size, 1))
+	m := &mr{c: c, buf: mem[:size], mem: mem, pinned: true}
+	m.pinner.Pin(&mem[0])
 	if err := c.register(m, access, "alloc"); err != nil {
-		syscall.Munmap(mem)
+		m.free()
 		return nil, err
 	}
 	return m, nil
