@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -53,27 +54,10 @@ func (p *Provider) Listen(ctx context.Context, addr string) (rdma.Listener, erro
 	if err != nil {
 		return nil, fmt.Errorf("verbs: listen %s: %w", addr, err)
 	}
-	id, err := p.createID(ch)
+	id, err := p.bindListen(ch, ap)
 	if err != nil {
 		ch.destroy()
 		return nil, fmt.Errorf("verbs: listen %s: %w", addr, err)
-	}
-	fail := func(err error) (rdma.Listener, error) {
-		p.destroyID(id)
-		ch.destroy()
-		return nil, fmt.Errorf("verbs: listen %s: %w", addr, err)
-	}
-	fam, hi, lo, port := sockaddr(ap)
-	if rc := C.shim_bind_addr(id, fam, hi, lo, port); rc < 0 {
-		return fail(fmt.Errorf("rdma_bind_addr: %w", errnoErr(rc)))
-	}
-	if id.verbs != nil {
-		if err := p.checkDevice(id); err != nil {
-			return fail(err)
-		}
-	}
-	if r, err := C.rdma_listen(id, listenBacklog); r != 0 {
-		return fail(fmt.Errorf("rdma_listen: %w", err))
 	}
 	l := &Listener{
 		p: p, ch: ch, id: id, addr: localAddr(id, deviceName(id)),
@@ -84,6 +68,39 @@ func (p *Provider) Listen(ctx context.Context, addr string) (rdma.Listener, erro
 	l.wg.Add(1)
 	go l.loop()
 	return l, nil
+}
+
+// bindListen creates an rdma_cm identifier on ch, binds it to ap and
+// listens on it; for port 0 it tries other ports the way retryPortInUse
+// says.
+func (p *Provider) bindListen(ch *channel, ap netip.AddrPort) (*C.struct_rdma_cm_id, error) {
+	fam, hi, lo, port := sockaddr(ap)
+	var id *C.struct_rdma_cm_id
+	attempts, err := retryPortInUse(int(port), func() error {
+		var err error
+		if id, err = p.createID(ch); err != nil {
+			return err
+		}
+		if rc := C.shim_bind_addr(id, fam, hi, lo, port); rc < 0 {
+			err = fmt.Errorf("rdma_bind_addr: %w", errnoErr(rc))
+		} else if id.verbs != nil {
+			err = p.checkDevice(id)
+		}
+		if err == nil {
+			if r, lerr := C.rdma_listen(id, listenBacklog); r != 0 {
+				err = fmt.Errorf("rdma_listen: %w", lerr)
+			}
+		}
+		if err != nil {
+			p.destroyID(id)
+			id = nil
+		}
+		return err
+	})
+	if err != nil && attempts > 1 {
+		err = fmt.Errorf("%w (%d ports tried)", err, attempts)
+	}
+	return id, err
 }
 
 // loop reads the listening channel: connect requests, and events of
