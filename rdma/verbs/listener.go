@@ -71,12 +71,13 @@ func (p *Provider) Listen(ctx context.Context, addr string) (rdma.Listener, erro
 }
 
 // bindListen creates an rdma_cm identifier on ch, binds it to ap and
-// listens on it; for port 0 it tries other ports the way retryPortInUse
-// says.
+// listens on it. For port 0 it takes another identifier when the port
+// rdma_cm picked is taken (retryPicked); a port the caller chose fails at
+// once.
 func (p *Provider) bindListen(ch *channel, ap netip.AddrPort) (*C.struct_rdma_cm_id, error) {
 	fam, hi, lo, port := sockaddr(ap)
 	var id *C.struct_rdma_cm_id
-	attempts, err := retryPortInUse(int(port), func() error {
+	attempts, err := retryPicked(func() error {
 		var err error
 		if id, err = p.createID(ch); err != nil {
 			return err
@@ -87,8 +88,11 @@ func (p *Provider) bindListen(ch *channel, ap netip.AddrPort) (*C.struct_rdma_cm
 			err = p.checkDevice(id)
 		}
 		if err == nil {
-			if r, lerr := C.rdma_listen(id, listenBacklog); r != 0 {
-				err = fmt.Errorf("rdma_listen: %w", lerr)
+			if r, errno := C.rdma_listen(id, listenBacklog); r != 0 {
+				if port == 0 {
+					errno = pickedPortErr(errno)
+				}
+				err = fmt.Errorf("rdma_listen: %w", errno)
 			}
 		}
 		if err != nil {
@@ -98,7 +102,7 @@ func (p *Provider) bindListen(ch *channel, ap netip.AddrPort) (*C.struct_rdma_cm
 		return err
 	})
 	if err != nil && attempts > 1 {
-		err = fmt.Errorf("%w (%d ports tried)", err, attempts)
+		err = fmt.Errorf("%w; %d ports tried", err, attempts)
 	}
 	return id, err
 }

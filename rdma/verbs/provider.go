@@ -387,8 +387,18 @@ func (p *Provider) Dial(ctx context.Context, addr string, cfg rdma.ConnConfig) (
 	if err != nil {
 		return nil, fmt.Errorf("verbs: dial %s: %w", addr, err)
 	}
-	c, err := p.dial(ctx, ap, want, cfg)
+	// Each attempt takes a new identifier, and rdma_cm picks a new
+	// source port: on iWARP the one it picked may be taken (retryPicked).
+	var c *Conn
+	attempts, err := retryPicked(func() error {
+		var err error
+		c, err = p.dial(ctx, ap, want, cfg)
+		return err
+	})
 	if err != nil {
+		if attempts > 1 {
+			err = fmt.Errorf("%w; %d source ports tried", err, attempts)
+		}
 		var re *rdma.RejectError
 		if errors.As(err, &re) {
 			return nil, err
@@ -449,7 +459,8 @@ func (p *Provider) dial(ctx context.Context, ap netip.AddrPort, want rdma.Depths
 	rc := C.shim_connect(id, pd, C.int(len(cfg.PrivateData)), C.int(d.IRD), C.int(d.ORD))
 	free()
 	if rc < 0 {
-		return nil, fmt.Errorf("rdma_connect: %w", errnoErr(rc))
+		// The source port is always rdma_cm's choice.
+		return nil, fmt.Errorf("rdma_connect: %w", pickedPortErr(errnoErr(rc)))
 	}
 	ev, err := ch.get(ctx)
 	if err != nil {
