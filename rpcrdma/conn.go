@@ -85,13 +85,7 @@ type Conn struct {
 
 	// Tokens, passed through channels: whoever holds a token owns what
 	// it names.
-	// sendFree holds the free slots of sendMR, first in, first out: a
-	// slot is reused as late as possible. Linux's siw transmits a
-	// user-space Send from the registered pages without copying them
-	// and may read them after the Send has completed; reusing the slot
-	// just freed (last in, first out) corrupted our server's replies to
-	// Linux's NFS client over siw (TestGuestMountsNFSServeVerbs/siw0).
-	sendFree  chan int
+	sendFree  chan int      // free slots of sendMR, taken in turn; a slot is free once its Send has completed
 	sends     []sendSlot    // per send slot, owned by the holder of its sendFree token
 	sqSlots   chan struct{} // one token per free send-queue entry
 	readSlots chan struct{} // one token per RDMA Read we may have outstanding (ORD)
