@@ -85,7 +85,9 @@ func verbsKnfsd(t *testing.T, addr, device string) {
 	for i := range data {
 		data[i] = byte(i*13) + 5
 	}
-	knfsdDataPaths(t, cli, root, fh, data)
+	if err := knfsdDataPaths(t, cli, root, fh, data); err != nil {
+		t.Fatal(err)
+	}
 	s := conn.Stats()
 	if s.ReadChunks == 0 || s.ReplyChunks == 0 {
 		t.Errorf("stats %+v: want the WRITE in a read chunk and READDIRPLUS in a reply chunk", s)
