@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
 // Benchmarks per data path, each beside ONC RPC over TCP record marking
@@ -97,6 +98,16 @@ func BenchmarkPaths(b *testing.B) {
 					benchCall(b, cli, procSum, args, nil, 0)
 				}
 			})
+		})
+		flat := rpc.Body{XDR: xdr.AppendOpaque(nil, pattern(64<<10, 2))}
+		b.Run("64KiB-long-call-and-reply/"+tr, func(b *testing.B) {
+			// As bench's ECHO: a position-zero read chunk carries the
+			// call, a reply chunk the reply.
+			b.ReportAllocs()
+			b.SetBytes(64 << 10)
+			for b.Loop() {
+				benchCall(b, cli, procEchoFlat, flat, nil, 64<<10+1024)
+			}
 		})
 		buf := make([]byte, 1<<20)
 		b.Run("1MiB-write-chunk/"+tr, func(b *testing.B) {
