@@ -103,6 +103,27 @@
 // and every call on it. ErrServerClosed is what Serve returns after
 // Shutdown or Close.
 //
+// # Files
+//
+//   - transport.go: Msg, Transport and the optional capabilities a
+//     transport may have (Pusher, DirectReceiver, CallCanceler).
+//   - client.go: Client, Request and Reply, matching replies to calls by
+//     xid, and the client half of the short path.
+//   - reconnect.go: DialClient and ReconnectConfig, the Client whose
+//     transport is replaced when it fails.
+//   - server.go: Server, Handler and Call, DefaultAuth, ServeListener, the
+//     per-connection serve loop, its workers and the server half of the
+//     short path.
+//   - acceptor.go: Acceptor and ServeAcceptor, serving the transports
+//     another kind of listener accepts.
+//   - replycache.go: the duplicate request cache (ServerOptions.ReplyCache).
+//   - msg.go: CallHeader, ReplyHeader and the RFC 5531 enums; auth.go:
+//     AuthFlavor, OpaqueAuth and AuthSysParms.
+//   - body.go: Body and BodyDecoder, XDR with DDP-eligible items apart.
+//   - recmark.go: record marking (RFC 5531 section 11): RecordReader,
+//     RecordWriter and StreamTransport.
+//   - errors.go: the call and connection errors.
+//
 // # Memory
 //
 // Decoders alias the buffer they decode; a Body aliases its builder's
