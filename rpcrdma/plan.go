@@ -302,7 +302,11 @@ func fill(chunk wire.WriteChunk, n int) wire.WriteChunk {
 
 // flatten returns the n bytes of pieces in one buffer.
 func flatten(pieces [][]byte, n int) []byte {
-	flat := make([]byte, 0, n)
+	return flattenInto(make([]byte, 0, n), pieces)
+}
+
+// flattenInto appends pieces to flat.
+func flattenInto(flat []byte, pieces [][]byte) []byte {
 	for _, p := range pieces {
 		flat = append(flat, p...)
 	}

@@ -538,7 +538,18 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	// Register: each result and a reply sent through a chunk, with the
 	// RDMA Writes that move them.
 	var mrs []rdma.MR
-	defer func() { c.releaseAll(mrs) }()
+	var pooled []byte // a reply chunk's source, back to its pool once sent
+	sent := false
+	defer func() {
+		c.releaseAll(mrs)
+		if pooled != nil && sent {
+			// The Send completed, so did the Writes before it
+			// (below): nothing reads pooled any more. After a
+			// failure a Write may still be in the provider's hands,
+			// so the garbage collector takes it then.
+			putBuf(pooled)
+		}
+	}()
 	var writes []*rdma.WorkRequest
 	maxMsg := c.rc.Limits().MaxMessageSize
 	for next, i := range p.results {
@@ -557,11 +568,12 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	case replyInline:
 		c.stats.add(statInline, 1)
 	case replyChunk:
-		flat := flatten(p.pieces, p.inlineLen)
-		mr, err := c.register(flat, 0)
-		if err != nil {
-			return fmt.Errorf("rpcrdma: registering reply 0x%x: %w", xid, err)
+		flat := flattenInto(getBuf(p.inlineLen)[:0], p.pieces)
+		mr, rerr := c.register(flat, 0)
+		if rerr != nil {
+			return fmt.Errorf("rpcrdma: registering reply 0x%x: %w", xid, rerr)
 		}
+		pooled = flat
 		mrs = append(mrs, mr)
 		writes = appendWrites(writes, mr, len(flat), ic.reply.Chunk, maxMsg)
 		pieces = nil
@@ -587,6 +599,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	// copied into the send buffer: there is nothing to wait for.
 	err := c.sendMsg(ctx, h, pieces, inv, len(writes) > 0)
 	if err == nil {
+		sent = true
 		c.stats.add(statRepliesSent, 1)
 	}
 	return err
