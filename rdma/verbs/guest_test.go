@@ -51,6 +51,7 @@ func TestGuestDeviceRemoval(t *testing.T) {
 	if lab.InGuest() {
 		t.Skip("already in the guest")
 	}
+	lab.Require(t) // before the cleanup, which needs the guest
 	t.Cleanup(func() {
 		out, rc := lab.Run(t, "rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev eth1; rdma link show rxe0/1", time.Minute)
 		if rc != 0 || !strings.Contains(out, "rxe0") {
