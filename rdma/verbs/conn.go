@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -43,8 +44,12 @@ const closeWait = 5 * time.Second
 // completion channel. Its methods are safe for concurrent use.
 //
 // Completions arrive through the completion channel, whose fd is
-// non-blocking and waited on by Go's poller: one goroutine per connection
-// parks there, and another on the connection's rdma_cm channel. Neither
+// non-blocking and waited on by Go's poller. No goroutine of the
+// connection's own waits there: a Wait that finds no completion parks on
+// the channel itself (the leader, awaitChannel), so the goroutine that
+// wants a completion is the one the poller wakes, with no hand-off
+// between two; other Waits at the same time wait for the leader on wake.
+// One goroutine per connection parks on its rdma_cm channel (cmLoop). None
 // holds an OS thread while it waits.
 type Conn struct {
 	p   *Provider
@@ -75,6 +80,7 @@ type Conn struct {
 	done     chan struct{}
 	mrs      map[*mr]struct{}
 	closing  bool
+	leaving  bool // destroy has begun: Waits no longer park on the channel
 	closed   bool
 
 	flushTimer *time.Timer // ends the connection after flushGrace; under mu
@@ -91,6 +97,15 @@ type Conn struct {
 	wcs   *C.struct_shim_wc
 	ready []rdma.Completion
 	wake  chan struct{} // closed and replaced when ready grows or the state changes
+
+	// Event-mode waiting (Wait, awaitChannel). The Wait holding leader
+	// parks on the completion channel; followers counts the Waits
+	// waiting for it on wake. A read deadline in the past on ccf
+	// interrupts the leader (kickLocked): the connection ended, Close,
+	// or the leader's context.
+	leader    sync.Mutex
+	followers atomic.Int32
+	ccRaw     syscall.RawConn
 
 	wg sync.WaitGroup
 }
@@ -142,6 +157,9 @@ func (c *Conn) setup(dev device, d rdma.Depths) error {
 	}
 	p.res.files.Add(1)
 	c.ccf = f
+	if c.ccRaw, err = f.SyscallConn(); err != nil {
+		return err
+	}
 	cq, err := C.ibv_create_cq(c.id.verbs, C.int(d.SendQueue+rq), nil, cc, 0)
 	if cq == nil {
 		return fmt.Errorf("ibv_create_cq %d entries: %w", d.SendQueue+rq, err)
@@ -197,8 +215,7 @@ func (c *Conn) finish(dev device, d rdma.Depths) {
 // that Prepare posted.
 func (c *Conn) start() {
 	c.watchAsync()
-	c.wg.Add(2)
-	go c.cqLoop()
+	c.wg.Add(1)
 	go c.cmLoop()
 	c.mu.Lock()
 	c.started = true
@@ -213,36 +230,53 @@ func (c *Conn) start() {
 	c.mu.Unlock()
 }
 
-// cqLoop waits on the completion channel through the poller, drains its
-// events until EAGAIN, re-arms the CQ, and moves the completions to ready.
-func (c *Conn) cqLoop() {
-	defer c.wg.Done()
-	rc, err := c.ccf.SyscallConn()
-	if err != nil {
+// awaitChannel parks the calling Wait, which holds c.leader, on the
+// completion channel through the poller until it has events, and takes
+// every pending one (awaitCQ), which re-arms the CQ: the caller then
+// polls the CQ. It returns early, having taken nothing, when the
+// connection is being closed or a kick arrives: the connection ended
+// (endLocked), Close (destroy), or ctx is done.
+func (c *Conn) awaitChannel(ctx context.Context) {
+	// Clear a kick left from before, then look at what it said: a kick
+	// from now on interrupts the wait, so none is lost in between.
+	c.ccf.SetReadDeadline(time.Time{})
+	c.mu.Lock()
+	leaving := c.leaving
+	c.mu.Unlock()
+	if leaving || ctx.Err() != nil {
 		return
 	}
-	for {
-		closed, cerr := awaitCQ(rc, c.cc, c.cq)
-		if closed {
-			return
-		}
-		if cerr != nil {
-			c.mu.Lock()
-			c.endLocked(fmt.Errorf("verbs: completion channel: %v: %w", cerr, rdma.ErrConnectionLost))
-			c.mu.Unlock()
-		}
-		c.cqMu.Lock()
-		c.collectLocked()
-		c.cqMu.Unlock()
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, c.kick)
+		defer stop()
+	}
+	if _, err := awaitCQ(c.ccRaw, c.cc, c.cq); err != nil {
+		c.mu.Lock()
+		c.endLocked(fmt.Errorf("verbs: completion channel: %v: %w", err, rdma.ErrConnectionLost))
+		c.mu.Unlock()
+	}
+}
+
+// kick interrupts the Wait parked on the completion channel, if any.
+func (c *Conn) kick() {
+	c.mu.Lock()
+	c.kickLocked()
+	c.mu.Unlock()
+}
+
+// kickLocked is kick for a caller that holds mu.
+func (c *Conn) kickLocked() {
+	if c.ccf != nil && !c.closed {
+		c.ccf.SetReadDeadline(time.Unix(1, 0))
 	}
 }
 
 // awaitCQ blocks, through Go's poller, until the completion channel cc
 // has events, and takes every pending one: shim_cq_events acknowledges
-// them and re-arms cq. It reports closed once Close has set the channel's
-// deadline, and otherwise the channel's own error, if it failed. Both the
-// connections' and the shared receive queues' completion goroutines wait
-// here.
+// them and re-arms cq. It reports closed once a deadline has interrupted
+// it, and otherwise the channel's own error, if it failed. A connection's
+// leading Wait (awaitChannel) and a shared receive queue's completion
+// goroutine wait here.
 func awaitCQ(rc syscall.RawConn, cc *C.struct_ibv_comp_channel, cq *C.struct_ibv_cq) (closed bool, err error) {
 	rerr := rc.Read(func(uintptr) bool {
 		n := C.shim_cq_events(cc, cq)
@@ -469,6 +503,7 @@ func (c *Conn) endLocked(err error) {
 		C.rdma_disconnect(c.id)
 	}
 	c.p.log.Debug("verbs: connection ended", "local", c.local, "remote", c.remote, "err", err)
+	c.kickLocked()
 	// Wake waiters without taking cqMu, which the caller may hold.
 	go func() {
 		c.cqMu.Lock()
@@ -675,7 +710,9 @@ func (c *Conn) Poll(cs []rdma.Completion) int {
 // Wait blocks until a completion is available, ctx is done, or the
 // connection has ended and every completion has been returned. With a
 // positive Options.BusyPoll it polls the completion queue for that long
-// first; with a negative one it only polls, and never sleeps.
+// first; with a negative one it only polls, and never sleeps. Otherwise it
+// sleeps on the completion channel itself, or, while another Wait does,
+// until that one has taken what arrived.
 func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 	spin, forever := c.p.opts.BusyPoll > 0, c.p.opts.BusyPoll < 0
 	var spinEnd time.Time
@@ -690,7 +727,7 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 			return n, nil
 		}
 		c.mu.Lock()
-		err, idle := c.err, c.sqOut == 0 && c.rqOut == 0
+		err, idle, closed := c.err, c.sqOut == 0 && c.rqOut == 0, c.closed
 		c.mu.Unlock()
 		if err != nil && idle {
 			return 0, err
@@ -705,11 +742,26 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 			runtime.Gosched()
 			continue
 		}
+		if !closed && c.leader.TryLock() {
+			c.awaitChannel(ctx)
+			c.leader.Unlock()
+			if c.followers.Load() > 0 {
+				// One of them leads next, if the completions
+				// this one takes are not theirs.
+				c.cqMu.Lock()
+				c.signalLocked()
+				c.cqMu.Unlock()
+			}
+			continue
+		}
+		// A leader waits (or Close has destroyed the channel): it wakes
+		// us once it has taken what arrived, or when it stops leading.
+		c.followers.Add(1)
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			return 0, ctx.Err()
 		}
+		c.followers.Add(-1)
 	}
 }
 
@@ -752,9 +804,12 @@ func (c *Conn) Close() error {
 // outstanding gets a flushed completion.
 func (c *Conn) destroy() {
 	p := c.p
-	if c.ccf != nil {
-		c.ccf.SetReadDeadline(time.Now())
-	}
+	c.mu.Lock()
+	c.leaving = true // a Wait that leads from now on does not park
+	c.kickLocked()
+	c.mu.Unlock()
+	c.leader.Lock() // the Wait that led, if any, has left the channel
+	defer c.leader.Unlock()
 	if c.ch != nil {
 		c.ch.wake()
 	}
