@@ -329,20 +329,10 @@ type settings struct {
 }
 
 func (p *Provider) newSettings(cfg rdma.ConnConfig) (settings, error) {
-	d, err := cfg.Depths(
+	d, q, err := srq.Depths(cfg,
 		rdma.Depths{SendQueue: DefaultQueueDepth, RecvQueue: DefaultQueueDepth, IRD: DefaultReadDepth, ORD: DefaultReadDepth},
-		rdma.Depths{SendQueue: MaxQueueDepth, RecvQueue: MaxQueueDepth, IRD: MaxReadDepth, ORD: MaxReadDepth})
-	if err != nil {
-		return settings{}, err
-	}
-	s := settings{sq: d.SendQueue, rq: d.RecvQueue, ird: d.IRD, ord: d.ORD}
-	if s.srq, err = srq.Of(cfg, p); err != nil {
-		return settings{}, err
-	}
-	if s.srq != nil {
-		s.rq = 0
-	}
-	return s, nil
+		rdma.Depths{SendQueue: MaxQueueDepth, RecvQueue: MaxQueueDepth, IRD: MaxReadDepth, ORD: MaxReadDepth}, p)
+	return settings{sq: d.SendQueue, rq: d.RecvQueue, ird: d.IRD, ord: d.ORD, srq: q}, err
 }
 
 // Shared receive queue limits. A SharedRecvConfig.Depth of zero picks the

@@ -340,20 +340,10 @@ type settings struct {
 }
 
 func (n *Network) newSettings(cfg rdma.ConnConfig) (settings, error) {
-	d, err := cfg.Depths(
+	d, q, err := srq.Depths(cfg,
 		rdma.Depths{SendQueue: DefaultQueueDepth, RecvQueue: DefaultQueueDepth, IRD: DefaultReadDepth, ORD: DefaultReadDepth},
-		rdma.Depths{SendQueue: MaxQueueDepth, RecvQueue: MaxQueueDepth, IRD: MaxReadDepth, ORD: MaxReadDepth})
-	if err != nil {
-		return settings{}, err
-	}
-	s := settings{sq: d.SendQueue, rq: d.RecvQueue, ird: d.IRD, ord: d.ORD}
-	if s.srq, err = srq.Of(cfg, n); err != nil {
-		return settings{}, err
-	}
-	if s.srq != nil {
-		s.rq = 0
-	}
-	return s, nil
+		rdma.Depths{SendQueue: MaxQueueDepth, RecvQueue: MaxQueueDepth, IRD: MaxReadDepth, ORD: MaxReadDepth}, n)
+	return settings{sq: d.SendQueue, rq: d.RecvQueue, ird: d.IRD, ord: d.ORD, srq: q}, err
 }
 
 // attach attaches the conns that have a shared receive queue to it.

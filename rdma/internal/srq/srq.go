@@ -97,6 +97,25 @@ func Of(cfg rdma.ConnConfig, provider any) (*Queue, error) {
 	return q, nil
 }
 
+// Depths returns the queue depths cfg asks for after def and max
+// (rdma.ConnConfig.Depths) and the Queue it names (Of), which must be
+// provider's. A connection with a Queue has no receive queue of its own:
+// its RecvQueue is 0.
+func Depths(cfg rdma.ConnConfig, def, max rdma.Depths, provider any) (rdma.Depths, *Queue, error) {
+	d, err := cfg.Depths(def, max)
+	if err != nil {
+		return rdma.Depths{}, nil, err
+	}
+	q, err := Of(cfg, provider)
+	if err != nil {
+		return rdma.Depths{}, nil, err
+	}
+	if q != nil {
+		d.RecvQueue = 0
+	}
+	return d, q, nil
+}
+
 func (q *Queue) String() string { return q.cfg.Name + " shared receive queue" }
 
 func (q *Queue) errf(format string, args ...any) error {
