@@ -47,7 +47,12 @@ func compare(args []string) error {
 	dir := fs.String("dir", "/dev/shm/rpcrdma-nfs-compare", "the directory all servers serve (tmpfs); created, and the bench file left in it")
 	size := fs.String("size", "64m", "size of the file read and written")
 	bin := fs.String("rpcrdma", "", "the rpcrdma command to use; default: build the one of this checkout")
+	crc := fs.Bool("crc", true, "MPA CRC32c on over RDMA, for the NFS and the plain benches alike (-crc=false: off, as rpcrdma nfs bench and rpcrdma bench run by default)")
 	fs.Parse(args)
+	var crcFlag []string
+	if *crc {
+		crcFlag = []string{"--crc"}
+	}
 	if *rounds < 1 {
 		return errors.New("-rounds: want at least 1")
 	}
@@ -89,7 +94,7 @@ func compare(args []string) error {
 		}
 	}
 	servers := []server{
-		{"rpcrdma nfs serve, RDMA", []string{"--transport", "rdma", "--crc", "--nfs-port", ports[1], "--mount-port", ports[0], "127.0.0.1:/export"}},
+		{"rpcrdma nfs serve, RDMA", append(crcFlag, "--transport", "rdma", "--nfs-port", ports[1], "--mount-port", ports[0], "127.0.0.1:/export")},
 		{"rpcrdma nfs serve, TCP", []string{"--transport", "tcp", "--nfs-port", ports[0], "127.0.0.1:/export"}},
 		{"go-nfs, TCP", []string{"--transport", "tcp", "--nfs-port", ports[2], "--export", "/", "127.0.0.1:/"}},
 	}
@@ -104,7 +109,7 @@ func compare(args []string) error {
 			order = append(order[1:], order[0])
 		}
 		for _, b := range []struct{ key, connect string }{{"plain", ""}, {"served", "127.0.0.1:" + ports[3]}} {
-			w, rd, err := plainBench(*bin, b.connect, *duration)
+			w, rd, err := plainBench(*bin, b.connect, *duration, crcFlag)
 			if err != nil {
 				return err
 			}
@@ -224,7 +229,7 @@ func nfsBench(bin string, sv server, c nfsCase, d time.Duration, size string) (f
 // plainBench runs `rpcrdma bench` once, against its in-process server or,
 // with connect, against `rpcrdma serve` there, and returns its 1 MiB WRITE
 // and READ MB/s over RDMA with 4 calls outstanding.
-func plainBench(bin, connect string, d time.Duration) (write, read float64, err error) {
+func plainBench(bin, connect string, d time.Duration, crcFlag []string) (write, read float64, err error) {
 	var out struct {
 		Results []struct {
 			Transport   string  `json:"transport"`
@@ -234,7 +239,7 @@ func plainBench(bin, connect string, d time.Duration) (write, read float64, err 
 			MBPerSec    float64 `json:"mb_per_sec"`
 		} `json:"results"`
 	}
-	args := []string{"bench", "--json", "--crc", "--rounds", "1", "--duration", d.String()}
+	args := append([]string{"bench", "--json", "--rounds", "1", "--duration", d.String()}, crcFlag...)
 	if connect != "" {
 		args = append(args, "--connect", connect)
 	}

@@ -8,7 +8,7 @@
 // another process, as the NFS server is. It is a module of its own so that
 // the library does not depend on go-nfs:
 //
-//	cd bench/gonfs && go run . compare [-rounds 5] [-duration 1s] [-dir /dev/shm/rpcrdma-nfs-compare]
+//	cd bench/gonfs && go run . compare [-rounds 5] [-duration 1s] [-crc=false] [-dir /dev/shm/rpcrdma-nfs-compare]
 //	cd bench/gonfs && go run . serve [-addr 127.0.0.1:2050] DIR
 //
 // compare builds ../../cmd/rpcrdma, starts `rpcrdma nfs serve DIR`,
@@ -21,7 +21,8 @@
 //
 // The cases: 1 MiB sequential WRITE and READ with 4 calls in flight on one
 // connection (as `rpcrdma bench`'s 1 MiB cases with 4 outstanding), and
-// 4 KiB random READ with 32 in flight, all with MPA CRC32c on over RDMA.
+// 4 KiB random READ with 32 in flight, all with MPA CRC32c on over RDMA
+// unless -crc=false.
 //
 // go-nfs's quirks, as of v0.0.4: MOUNT is served on the NFS port and has
 // NULL, MNT and UMNT only; it answers EXPORT with accept_stat 2
