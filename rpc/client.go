@@ -49,7 +49,9 @@ type Request struct {
 	// ReplyBuf, if not nil, is memory the transport may put the reply in
 	// (see Msg.ReplyBuf); Reply.Results may then alias it. A caller that
 	// reuses one buffer, large enough for its replies, lets RPC-over-RDMA
-	// make inline calls without allocating.
+	// make inline calls, and calls whose reply comes in a reply chunk
+	// (MaxReply), without allocating for the reply. Until Call returns the
+	// transport may write to it.
 	ReplyBuf []byte
 }
 

@@ -9,9 +9,12 @@ type Msg struct {
 	// For calls only, read by transports that can place results directly
 	// (RPC-over-RDMA write chunks); others ignore them:
 	ResultBufs [][]byte // caller memory for the reply's DDP-eligible items, in result order
-	// ReplyBuf, for calls only, is caller memory a transport may copy the
-	// reply into instead of allocating (RPC-over-RDMA does when the inline
-	// reply fits its capacity); the reply Recv returns then aliases it.
+	// ReplyBuf, for calls only, is caller memory a transport may put the
+	// reply in instead of allocating (RPC-over-RDMA copies an inline reply
+	// there when it fits its capacity, and offers it as the reply chunk
+	// when its capacity holds MaxReply rounded up to 4 bytes, for the
+	// responder to write into until the call ends); the reply Recv
+	// returns then aliases it.
 	ReplyBuf []byte
 	// Release, when a transport sets it on a message it returns from Recv,
 	// gives the message back to the transport. The Server calls it once

@@ -222,7 +222,16 @@ func (r *requester) register(oc *outCall, h *wire.Header, p *callPlan) error {
 		}
 	}
 	if p.replyLen > 0 {
-		oc.replyBuf = make([]byte, p.replyLen)
+		// The caller's ReplyBuf, when it holds the whole chunk: the
+		// reply lands where Recv's message will alias it anyway. The
+		// responder can write there only while the chunk is
+		// registered, until the call ends (a Release waits for a
+		// placement under way).
+		if cap(oc.msg.ReplyBuf) >= p.replyLen {
+			oc.replyBuf = oc.msg.ReplyBuf[:p.replyLen]
+		} else {
+			oc.replyBuf = make([]byte, p.replyLen)
+		}
 		mr, err := c.register(oc.replyBuf, rdma.AccessRemoteWrite)
 		if err != nil {
 			return fmt.Errorf("rpcrdma: registering reply chunk of call 0x%x: %w", oc.xid, err)
