@@ -92,8 +92,13 @@
 //
 // With many calls in flight both sides fall back to the general path, so
 // concurrency is what it was. The RPC-over-RDMA transport (package
-// rpcrdma) is a Pusher: its receive path already delivers on the
-// provider's goroutine.
+// rpcrdma) is a Pusher: its receive path already delivers on its own
+// goroutine, so a Client needs no short path there. On a Server it is
+// also an InlineReplier: a short call pushed when no other call runs on
+// its connection runs in the deliver function, which sends the reply
+// from the transport's goroutine, provided the transport could reserve
+// what that Send needs (ReserveReply; RPC-over-RDMA does for a call that
+// offers no write or reply chunk). ServerStats.Inline counts these too.
 //
 // # Errors
 //

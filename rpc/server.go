@@ -524,6 +524,7 @@ func (s *Server) serveConn(sc *serverConn) error {
 // then be closed.
 func (s *Server) servePushed(sc *serverConn, p Pusher, wg *sync.WaitGroup) error {
 	ended := make(chan error, 1)
+	ir, _ := p.(InlineReplier)
 	p.Push(func(m *Msg, err error) {
 		if err != nil {
 			if _, ok := errors.AsType[*CallError](err); ok {
@@ -531,6 +532,9 @@ func (s *Server) servePushed(sc *serverConn, p Pusher, wg *sync.WaitGroup) error
 				return
 			}
 			ended <- err
+			return
+		}
+		if ir != nil && s.inlinePushed(sc, ir, m) {
 			return
 		}
 		sc.mu.Lock()
@@ -580,6 +584,51 @@ func (s *Server) inline(sc *serverConn, m *Msg) bool {
 	s.handle(sc.ctx, sc.t, m)
 	sc.end()
 	<-sc.sem
+	return true
+}
+
+// inlinePushed is inline for a pushed call, on the transport's goroutine
+// that delivers it: it runs m there if m's handler is short, no other call
+// is in flight or queued on sc, a MaxInFlight slot is free, and the
+// transport could reserve what sending the reply needs (ir.ReserveReply),
+// so that the reply's Send does not wait for that goroutine. It reports
+// whether it ran m.
+func (s *Server) inlinePushed(sc *serverConn, ir InlineReplier, m *Msg) bool {
+	if !s.isShort(m.XDR) {
+		return false
+	}
+	sc.mu.Lock()
+	ok := !sc.closing && sc.inFlight == 0 && len(sc.queue) == 0
+	if ok {
+		select {
+		case sc.sem <- struct{}{}:
+			sc.inFlight++
+		default:
+			ok = false
+		}
+	}
+	sc.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if !ir.ReserveReply(m) {
+		sc.mu.Lock()
+		sc.inFlight--
+		sc.mu.Unlock()
+		<-sc.sem
+		return false
+	}
+	s.stats.inline.Add(1)
+	s.handle(sc.ctx, sc.t, m)
+	sc.mu.Lock()
+	sc.inFlight--
+	idle := sc.closing && sc.inFlight == 0
+	sc.mu.Unlock()
+	<-sc.sem
+	if idle {
+		// Not on this goroutine: closing the transport waits for it.
+		go sc.t.Close()
+	}
 	return true
 }
 

@@ -77,6 +77,21 @@ type Pusher interface {
 	Push(deliver func(*Msg, error))
 }
 
+// InlineReplier is implemented by Pushers whose deliver function a Server
+// may use to run a short call (Server.HandleShort) itself and send its
+// reply from there, sparing the hand-off to a worker: the short path on
+// the serving side (see the package documentation). Sending from the
+// transport's own receiving goroutine must not wait for what only that
+// goroutine frees, so before it runs the call the Server asks
+// ReserveReply, which takes, without blocking, what sending the reply to
+// the call m needs, and reports whether it could. When it did, Send of
+// that reply uses what it took and does not block, and a reservation the
+// reply did not use is given back when m is released.
+type InlineReplier interface {
+	Pusher
+	ReserveReply(m *Msg) bool
+}
+
 // DirectReceiver is implemented by transports whose messages a Client may
 // receive on the goroutine of a caller waiting for its reply, instead of
 // on a reader goroutine that then wakes the caller: the short path (see

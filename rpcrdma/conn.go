@@ -31,7 +31,10 @@ import (
 // side goroutines and any timer callback running, and every timer is
 // stopped when the connection ends. A responder's loop hands calls that need
 // no RDMA Read to a pushed deliver function itself (pushCall), which must
-// not block either; the rest go to it from a side goroutine, the pump,
+// not block either: the rpc.Server runs a short one there, and its reply
+// is sent from the loop with a send slot and a send-queue entry reserved
+// before the handler runs (ReserveReply); the rest go to it from a side
+// goroutine, the pump,
 // that runs only while they are queued, so an idle connection has one
 // goroutine of its own, its loop.
 //

@@ -220,6 +220,39 @@ func (c *Conn) pushCall(in *inbound) bool {
 	return true
 }
 
+// ReserveReply implements rpc.InlineReplier on a responder. The rpc layer
+// asks it from the deliver function Push set, which the loop runs, before
+// it runs a short call's handler there (rpc.Server.HandleShort): the reply
+// is then sent from the loop, which must not wait for a send slot or a
+// send-queue entry, since only the loop frees them, nor for the reply's
+// RDMA Writes. So it takes a send slot and a send-queue entry for the
+// reply now, if both are free, and only for a call that offered no write
+// chunk and no reply chunk (its reply goes inline, or is refused with
+// ERR_CHUNK from a side goroutine) while read-chunk replies are off; it
+// reports whether it did. The reply's Send uses what it took; a call
+// released without one gives it back.
+func (c *Conn) ReserveReply(m *rpc.Msg) bool {
+	r := c.resp
+	if r == nil || c.cfg.ReadChunkReplies {
+		return false
+	}
+	xid, _, ok := rpc.PeekHeader(m.XDR)
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ic := r.pending[xid]
+	if ic == nil || ic.next != nil || len(ic.writes) > 0 || ic.reply.Present || ic.res.slot != 0 {
+		return false
+	}
+	res, ok := c.reserveSend()
+	if ok {
+		ic.res = res
+	}
+	return ok
+}
+
 // isConfigCall reports whether the RPC call b is to the Connection
 // Configuration Protocol's program.
 func isConfigCall(b []byte) bool {

@@ -34,6 +34,12 @@ func (c *Conn) post(ctx context.Context, wr *rdma.WorkRequest, done func(rdma.Co
 	if err := take(ctx, c.sqSlots, c.done, c.Err); err != nil {
 		return err
 	}
+	return c.postTaken(wr, done)
+}
+
+// postTaken is post for a caller that holds a send-queue entry's token,
+// which it gives back if the post fails.
+func (c *Conn) postTaken(wr *rdma.WorkRequest, done func(rdma.Completion)) error {
 	wr.ID = c.opID.Add(1)
 	c.opsMu.Lock()
 	c.ops[wr.ID] = done
@@ -94,12 +100,65 @@ func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, i
 	if err != nil {
 		return err
 	}
+	if err := take(ctx, c.sqSlots, c.done, c.Err); err != nil {
+		c.sendFree <- slot
+		return err
+	}
+	return c.sendIn(slot, hdr, pieces, inv, wait)
+}
+
+// A sendReservation is a send slot and a send-queue entry taken ahead of
+// the message that will use them (reserveSend), so that sending it does
+// not wait: a responder's loop sends the replies of the calls it runs
+// itself this way (Conn.ReserveReply). The zero value holds nothing.
+type sendReservation struct{ slot int } // the slot + 1
+
+// reserveSend takes a send slot and a send-queue entry if both are free
+// now, without waiting.
+func (c *Conn) reserveSend() (sendReservation, bool) {
+	var slot int
+	select {
+	case slot = <-c.sendFree:
+	default:
+		return sendReservation{}, false
+	}
+	select {
+	case <-c.sqSlots:
+	default:
+		c.sendFree <- slot
+		return sendReservation{}, false
+	}
+	return sendReservation{slot: slot + 1}, true
+}
+
+// unreserveSend gives back what res holds, if anything.
+func (c *Conn) unreserveSend(res *sendReservation) {
+	if res.slot != 0 {
+		c.sendFree <- res.slot - 1
+		c.sqSlots <- struct{}{}
+		*res = sendReservation{}
+	}
+}
+
+// sendReserved is sendMsg with what res holds, which it uses up, without
+// waiting for either; wait must be false, or the caller must not be the
+// loop.
+func (c *Conn) sendReserved(res *sendReservation, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait bool) error {
+	slot := res.slot - 1
+	*res = sendReservation{}
+	return c.sendIn(slot, hdr, pieces, inv, wait)
+}
+
+// sendIn is sendMsg once the caller holds slot and a send-queue entry's
+// token; it gives both back if it fails before posting.
+func (c *Conn) sendIn(slot int, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait bool) error {
 	n := hdr.EncodedLen()
 	for _, p := range pieces {
 		n += len(p)
 	}
 	if n > c.sendSize {
 		c.sendFree <- slot
+		c.sqSlots <- struct{}{}
 		return fmt.Errorf("rpcrdma: message of %d bytes exceeds the %d-byte send buffer", n, c.sendSize)
 	}
 	off := slot * c.sendSize
@@ -116,14 +175,14 @@ func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, i
 	}
 	s.wait = wait
 	c.stats.add(statInlineBytes, uint64(len(msg)))
-	if err := c.post(ctx, &s.wr, s.done); err != nil {
+	if err := c.postTaken(&s.wr, s.done); err != nil {
 		c.sendFree <- slot
 		return err
 	}
 	if !wait {
 		return nil
 	}
-	err = <-s.result
+	err := <-s.result
 	c.sendFree <- slot
 	return err
 }

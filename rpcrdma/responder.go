@@ -83,6 +83,10 @@ type inCall struct {
 
 	piecesBuf  [4][]byte // backing for the reply plan's pieces
 	resultsBuf [2]int    // backing for the reply plan's results
+
+	// What ReserveReply took for the reply, when the loop runs the call
+	// itself: sendReply uses it, inMsg.free gives back one not used.
+	res sendReservation
 }
 
 // inMsg is a received call from its arrival until the rpc.Server releases
@@ -123,6 +127,7 @@ func (im *inMsg) free() {
 	r.unpend(&im.ic)
 	r.mu.Unlock()
 	r.unreserve(im)
+	r.c.unreserveSend(&im.ic.res)
 	if im.pzrc != nil {
 		putBuf(im.pzrc)
 	}
@@ -511,6 +516,9 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	if ic == nil {
 		return fmt.Errorf("rpcrdma: reply 0x%x answers no call received on this connection", xid)
 	}
+	res := ic.res // a reservation, if the loop runs this call (ReserveReply)
+	ic.res = sendReservation{}
+	defer c.unreserveSend(&res) // if not used
 	neg := &c.negV[ic.vers]
 
 	// Plan. The header lives in ic, which stays until the call's Msg is
@@ -597,7 +605,13 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	// the Writes before it (completions return in posting order), so the
 	// caller's memory is free when Send returns. An inline reply is
 	// copied into the send buffer: there is nothing to wait for.
-	err := c.sendMsg(ctx, h, pieces, inv, len(writes) > 0)
+	var err error
+	if res.slot != 0 && len(writes) == 0 {
+		// On the loop: nothing to wait for (ReserveReply).
+		err = c.sendReserved(&res, h, pieces, inv, false)
+	} else {
+		err = c.sendMsg(ctx, h, pieces, inv, len(writes) > 0)
+	}
 	if err == nil {
 		sent = true
 		c.stats.add(statRepliesSent, 1)

@@ -1,0 +1,88 @@
+package rpcrdma
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+)
+
+// TestReplyFromLoop: a short call (a NULL, which has no handler) that
+// offers nothing for its reply runs on the responder's loop, which sends
+// the reply itself (ReserveReply; rpc.ServerStats.Inline); one offering a
+// reply chunk, whose reply could need an RDMA Write the loop would have to
+// wait for, and one to an ordinary procedure go to a worker. Whichever
+// way, every send slot and send-queue entry is free again afterwards.
+func TestReplyFromLoop(t *testing.T) {
+	forProviders(t, func(t *testing.T, newP pairFunc) {
+		p := newP(t, nil, nil)
+		ctx := ctxT(t)
+		inline := func() uint64 { return p.srv.Stats().Inline }
+
+		before := inline()
+		for range 5 {
+			if err := p.cli.Null(ctx, testProg, testVers); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := inline() - before; got != 5 {
+			t.Errorf("%d of 5 NULL calls ran on the loop, want 5", got)
+		}
+
+		before = inline()
+		if _, err := p.cli.Call(ctx, &rpc.Request{Prog: testProg, Vers: testVers, Proc: 0, MaxReply: 8192}); err != nil {
+			t.Fatal(err)
+		}
+		if got := inline() - before; got != 0 {
+			t.Errorf("a NULL offering a reply chunk ran on the loop (%d)", got)
+		}
+
+		before = inline()
+		if _, err := p.cli.Call(ctx, &rpc.Request{Prog: testProg, Vers: testVers, Proc: procBig, Args: u32Args(100)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := inline() - before; got != 0 {
+			t.Errorf("a call to a procedure not registered with HandleShort ran on the loop (%d)", got)
+		}
+		waitAllSendsFree(t, p.resp)
+	})
+}
+
+// TestReplyFromLoopDropped: a reservation taken for a short call whose
+// reply is never sent (the rpc.Server drops a call it cannot decode) goes
+// back when the call is released.
+func TestReplyFromLoopDropped(t *testing.T) {
+	forProviders(t, func(t *testing.T, newP pairFunc) {
+		p := newP(t, nil, nil)
+		// A call header cut short after its program: short by
+		// isShort's reading (too short to name a procedure), dropped
+		// by the Server.
+		call := make([]byte, 16)
+		binary.BigEndian.PutUint32(call[0:], 0x5eed)
+		binary.BigEndian.PutUint32(call[8:], 2) // rpcvers
+		binary.BigEndian.PutUint32(call[12:], testProg)
+		before := p.srv.Stats().Dropped
+		if err := p.conn.Send(ctxT(t), &rpc.Msg{Body: rpc.Body{XDR: call}}); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); p.srv.Stats().Dropped == before; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the Server did not drop the malformed call")
+			}
+		}
+		waitAllSendsFree(t, p.resp)
+	})
+}
+
+// waitAllSendsFree fails t unless every send slot and send-queue entry
+// of c is free within a few seconds (the last Sends' completions are
+// taken by the loop soon after they are posted).
+func waitAllSendsFree(t *testing.T, c *Conn) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); len(c.sendFree) != cap(c.sendFree) || len(c.sqSlots) != cap(c.sqSlots); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d send slots and %d of %d send-queue entries free", len(c.sendFree), cap(c.sendFree), len(c.sqSlots), cap(c.sqSlots))
+		}
+	}
+}
