@@ -351,7 +351,15 @@ var siwCRCError = regexp.MustCompile(`siw: crc error\. in: ([0-9a-f]{8}), own ([
 
 // siwSplitTrailer returns the first line the guest kernel logged since
 // mark that reports a CRC error, if every such line is what Linux 6.1
-// siw's own receive bug makes of a correct CRC, else "".
+// siw's own receive bug makes of a correct CRC (splitTrailerLine), else "".
+func siwSplitTrailer(t *testing.T, mark float64) string {
+	t.Helper()
+	return splitTrailerLine(lab.DmesgSince(t, mark))
+}
+
+// splitTrailerLine returns the first of the kernel log lines that reports
+// a siw CRC error, if every such line has the shape of siw's split-trailer
+// bug, else "".
 //
 // siw_get_trailer copies each piece of an MPA trailer (pad and CRC) that
 // TCP delivers in two socket buffers to the trailer's start, so the second
@@ -362,13 +370,11 @@ var siwCRCError = regexp.MustCompile(`siw: crc error\. in: ([0-9a-f]{8}), own ([
 // the sender does. The true CRC being siw's own, a misread one that begins
 // with its last 1 to 3 bytes is this bug; a CRC of ours that was wrong
 // would not have that shape (docs/linux-interop.md section 2).
-func siwSplitTrailer(t *testing.T, mark float64) string {
-	t.Helper()
-	out, _ := lab.Run(t, "dmesg", lab.CmdTimeout)
+func splitTrailerLine(lines []string) string {
 	first := ""
-	for line := range strings.Lines(out) {
+	for _, line := range lines {
 		m := siwCRCError.FindStringSubmatch(line)
-		if m == nil || dmesgTime(line) <= mark {
+		if m == nil {
 			continue
 		}
 		in, _ := strconv.ParseUint(m[1], 16, 32)
@@ -377,7 +383,7 @@ func siwSplitTrailer(t *testing.T, mark float64) string {
 			return ""
 		}
 		if first == "" {
-			first = strings.TrimSpace(line)
+			first = line
 		}
 	}
 	return first
@@ -404,10 +410,19 @@ func splitTrailerCRC(in, own uint32) bool {
 // FPDUs met it (CI, TestLinuxNFS/small-fpdus): the CRC siw read, 1d 50 51
 // a5 on the wire, starts with the last two bytes of its own, 0e 7f 1d 50.
 func TestSplitTrailerCRC(t *testing.T) {
-	line := "[  347.817711] siw: crc error. in: a551501d, own 501d7f0e, op 2"
-	m := siwCRCError.FindStringSubmatch(line)
-	if m == nil || dmesgTime(line) != 347.817711 {
-		t.Fatalf("%q: not parsed (%q, %v)", line, m, dmesgTime(line))
+	logged := "[  347.817711] siw: crc error. in: a551501d, own 501d7f0e, op 2"
+	other := "[  347.900000] siw: crc error. in: a55150ff, own 501d7f0e, op 2"
+	for _, tc := range []struct {
+		lines []string
+		want  string
+	}{
+		{[]string{"[  347.000000] eth0 up", logged}, logged},
+		{[]string{logged, other}, ""}, // one CRC error of another shape: ours to answer for
+		{[]string{"[  347.000000] eth0 up"}, ""},
+	} {
+		if got := splitTrailerLine(tc.lines); got != tc.want {
+			t.Errorf("splitTrailerLine(%q) = %q, want %q", tc.lines, got, tc.want)
+		}
 	}
 	for _, tc := range []struct {
 		in, own uint32
@@ -425,18 +440,6 @@ func TestSplitTrailerCRC(t *testing.T) {
 		}
 	}
 }
-
-// dmesgTime returns the timestamp of a guest kernel log line, or -1.
-func dmesgTime(line string) float64 {
-	m := dmesgStamp.FindStringSubmatch(line)
-	if m == nil {
-		return -1
-	}
-	ts, _ := strconv.ParseFloat(m[1], 64)
-	return ts
-}
-
-var dmesgStamp = regexp.MustCompile(`^\[\s*(\d+\.\d+)\]`)
 
 // TestLinuxMultiFPDUSend: knfsd reassembles an inline call that our
 // provider sends in several FPDUs (a 536-byte MSS), CRC on, and its data

@@ -276,23 +276,37 @@ func DmesgMark(t testing.TB) float64 {
 	return mark
 }
 
-// CheckDmesg fails t if the guest kernel logged a BUG, an Oops, a WARNING
-// or a general protection fault after mark (siw has crashed on malformed
-// input before), and logs every line it logged since.
-func CheckDmesg(t testing.TB, mark float64) {
+// DmesgSince returns the lines the guest kernel logged after mark
+// (DmesgMark), without their newlines.
+func DmesgSince(t testing.TB, mark float64) []string {
 	t.Helper()
 	out, _ := Run(t, "dmesg", CmdTimeout)
+	return LinesAfter(out, mark)
+}
+
+// LinesAfter returns the lines of a kernel log, dmesg's out, stamped after
+// mark, without their newlines.
+func LinesAfter(out string, mark float64) []string {
 	var fresh []string
 	for line := range strings.Lines(out) {
 		m := dmesgStamp.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
-		if ts, _ := strconv.ParseFloat(m[1], 64); ts <= mark {
-			continue
+		if ts, _ := strconv.ParseFloat(m[1], 64); ts > mark {
+			fresh = append(fresh, strings.TrimRight(line, "\n"))
 		}
-		line = strings.TrimRight(line, "\n")
-		fresh = append(fresh, line)
+	}
+	return fresh
+}
+
+// CheckDmesg fails t if the guest kernel logged a BUG, an Oops, a WARNING
+// or a general protection fault after mark (siw has crashed on malformed
+// input before), and logs every line it logged since.
+func CheckDmesg(t testing.TB, mark float64) {
+	t.Helper()
+	fresh := DmesgSince(t, mark)
+	for _, line := range fresh {
 		for _, bad := range []string{"BUG:", "Oops", "WARNING:", "general protection"} {
 			if strings.Contains(line, bad) {
 				t.Errorf("guest kernel: %s", line)

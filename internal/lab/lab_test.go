@@ -203,3 +203,15 @@ func TestLock(t *testing.T) {
 	}
 	unlock()
 }
+
+func TestLinesAfter(t *testing.T) {
+	out := "[    1.500000] early\n[  347.817711] siw: crc error\nno stamp\n[ 348.000000] later\n"
+	got := LinesAfter(out, 1.5)
+	want := []string{"[  347.817711] siw: crc error", "[ 348.000000] later"}
+	if !slices.Equal(got, want) {
+		t.Errorf("LinesAfter(.., 1.5) = %q, want %q", got, want)
+	}
+	if got := LinesAfter(out, 348); len(got) != 0 {
+		t.Errorf("LinesAfter(.., 348) = %q, want none", got)
+	}
+}
