@@ -111,7 +111,8 @@
 // # Files
 //
 //   - transport.go: Msg, Transport and the optional capabilities a
-//     transport may have (Pusher, DirectReceiver, CallCanceler).
+//     transport may have (Pusher, InlineReplier, DirectReceiver,
+//     CallCanceler).
 //   - client.go: Client, Request and Reply, matching replies to calls by
 //     xid, and the client half of the short path.
 //   - reconnect.go: DialClient and ReconnectConfig, the Client whose

@@ -140,13 +140,12 @@ func (c *Conn) unreserveSend(res *sendReservation) {
 	}
 }
 
-// sendReserved is sendMsg with what res holds, which it uses up, without
-// waiting for either; wait must be false, or the caller must not be the
-// loop.
-func (c *Conn) sendReserved(res *sendReservation, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait bool) error {
+// sendReserved is sendMsg, returning after the post, with what res holds,
+// which it uses up: it waits for nothing, so the loop may call it.
+func (c *Conn) sendReserved(res *sendReservation, hdr *wire.Header, pieces [][]byte, inv rdma.STag) error {
 	slot := res.slot - 1
 	*res = sendReservation{}
-	return c.sendIn(slot, hdr, pieces, inv, wait)
+	return c.sendIn(slot, hdr, pieces, inv, false)
 }
 
 // sendIn is sendMsg once the caller holds slot and a send-queue entry's

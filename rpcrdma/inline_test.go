@@ -75,6 +75,51 @@ func TestReplyFromLoopDropped(t *testing.T) {
 	})
 }
 
+// TestReserveSendRefused: a reservation that cannot have both a send slot
+// and a send-queue entry at once takes neither, and waits for nothing.
+func TestReserveSendRefused(t *testing.T) {
+	p := newPair(t, nil, nil)
+	c := p.resp
+	waitAllSendsFree(t, c)
+	drain := func(ch chan int) []int {
+		var got []int
+		for len(ch) > 0 {
+			got = append(got, <-ch)
+		}
+		return got
+	}
+	slots := drain(c.sendFree)
+	if _, ok := c.reserveSend(); ok {
+		t.Error("reserved with no free send slot")
+	}
+	if len(c.sqSlots) != cap(c.sqSlots) {
+		t.Errorf("a refused reservation kept a send-queue entry: %d of %d free", len(c.sqSlots), cap(c.sqSlots))
+	}
+	for _, s := range slots {
+		c.sendFree <- s
+	}
+	var entries int
+	for len(c.sqSlots) > 0 {
+		<-c.sqSlots
+		entries++
+	}
+	if _, ok := c.reserveSend(); ok {
+		t.Error("reserved with no free send-queue entry")
+	}
+	if len(c.sendFree) != cap(c.sendFree) {
+		t.Errorf("a refused reservation kept a send slot: %d of %d free", len(c.sendFree), cap(c.sendFree))
+	}
+	for range entries {
+		c.sqSlots <- struct{}{}
+	}
+	res, ok := c.reserveSend()
+	if !ok {
+		t.Fatal("no reservation with everything free")
+	}
+	c.unreserveSend(&res)
+	waitAllSendsFree(t, c)
+}
+
 // waitAllSendsFree fails t unless every send slot and send-queue entry
 // of c is free within a few seconds (the last Sends' completions are
 // taken by the loop soon after they are posted).

@@ -577,9 +577,9 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 		c.stats.add(statInline, 1)
 	case replyChunk:
 		flat := flattenInto(getBuf(p.inlineLen)[:0], p.pieces)
-		mr, rerr := c.register(flat, 0)
-		if rerr != nil {
-			return fmt.Errorf("rpcrdma: registering reply 0x%x: %w", xid, rerr)
+		mr, err := c.register(flat, 0)
+		if err != nil {
+			return fmt.Errorf("rpcrdma: registering reply 0x%x: %w", xid, err)
 		}
 		pooled = flat
 		mrs = append(mrs, mr)
@@ -608,7 +608,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	var err error
 	if res.slot != 0 && len(writes) == 0 {
 		// On the loop: nothing to wait for (ReserveReply).
-		err = c.sendReserved(&res, h, pieces, inv, false)
+		err = c.sendReserved(&res, h, pieces, inv)
 	} else {
 		err = c.sendMsg(ctx, h, pieces, inv, len(writes) > 0)
 	}
