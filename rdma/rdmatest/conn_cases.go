@@ -377,6 +377,69 @@ func testWaitContext(t *testing.T, cfg Config) {
 	wantPrivateData(t, cfg, "peer private data", a.PeerPrivateData(), nil)
 }
 
+// testWaitConcurrent: several Waits in progress at once on one
+// connection, each for one completion, all return, one per message that
+// arrives while they wait, and together they see every receive once; and
+// a Wait that gives up first (its context ends) leaves none of the others
+// stranded. A provider may let one Wait sleep for the others, as the verbs
+// provider does on its completion channel: this is what catches one that
+// leaves the others asleep once that one has gone.
+func testWaitConcurrent(t *testing.T, cfg Config) {
+	const waiters = 4
+	a, b := Pair(t, cfg, rdma.ConnConfig{}, rdma.ConnConfig{RecvQueueDepth: waiters})
+	dst := Alloc(t, b, waiters*16, rdma.AccessLocalWrite)
+	src := Alloc(t, a, 16, 0)
+	for i := range waiters {
+		PostRecv(t, b, uint64(i), rdma.SGE{MR: dst, Offset: i * 16, Length: 16})
+	}
+	// The first Wait, alone, gives up after a moment.
+	quitter := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		var cs [1]rdma.Completion
+		_, err := b.Wait(ctx, cs[:])
+		quitter <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // let it block first
+	got := make(chan rdma.Completion, waiters)
+	errs := make(chan error, waiters)
+	ctx := Context(t, cfg)
+	for range waiters {
+		go func() {
+			var cs [1]rdma.Completion
+			n, err := b.Wait(ctx, cs[:])
+			if err != nil || n != 1 {
+				errs <- fmt.Errorf("wait: %d completions, %v", n, err)
+				return
+			}
+			got <- cs[0]
+		}()
+	}
+	if err := <-quitter; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the Wait that gives up: %v", err)
+	}
+	for i := range waiters {
+		Post(t, a, rdma.WorkRequest{ID: uint64(i), Op: rdma.OpSend, Local: []rdma.SGE{Whole(src)}})
+		time.Sleep(time.Millisecond) // one at a time, so that waiters take turns
+	}
+	seen := map[uint64]bool{}
+	for range waiters {
+		select {
+		case c := <-got:
+			if c.Op != rdma.OpRecv || c.Status != rdma.StatusSuccess || seen[c.ID] {
+				t.Fatalf("completion %+v (seen before: %v)", c, seen[c.ID])
+			}
+			seen[c.ID] = true
+		case err := <-errs:
+			t.Fatal(err)
+		case <-ctx.Done():
+			t.Fatalf("%d of %d Waits still waiting with every message delivered", waiters-len(seen), waiters)
+		}
+	}
+	WaitN(t, cfg, a, waiters)
+}
+
 // testWaitEnd: with nothing posted, every Wait in progress without a
 // deadline returns once the connection ends, whether the peer or this side
 // ends it, with the connection's error.

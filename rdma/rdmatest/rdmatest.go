@@ -145,6 +145,7 @@ func TestProvider(t *testing.T, cfg Config) {
 		{"AllocAfterClose", testAllocAfterClose},
 		{"WaitContext", testWaitContext},
 		{"WaitEnd", testWaitEnd},
+		{"WaitConcurrent", testWaitConcurrent},
 		{"SharedRecv", testSharedRecv},
 		{"SharedRecvEmpty", testSharedRecvEmpty},
 		{"SharedRecvTooLong", testSharedRecvTooLong},
