@@ -2,6 +2,7 @@ package rpcrdma
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -67,25 +68,48 @@ var _ rpc.DirectPusher = (*Conn)(nil)
 // the connection ends. It returns Send's error, and whether arrived became
 // true after a batch it processed itself. Safe for concurrent use; with
 // another call outstanding, or another caller processing, it is Send.
+//
+// Nothing waits while a caller has the turn, since what it would wait
+// for (a credit, a send slot, a send-queue entry) may be freed only by
+// completions it is the one to process: the credit is taken first, and
+// the call is sent with the turn only if a send slot and a send-queue
+// entry are free at once; else the turn goes back first.
 func (c *Conn) SendDeliver(ctx context.Context, m *rpc.Msg, arrived func() bool) (bool, error) {
-	if c.req == nil {
+	if c.req == nil || len(m.XDR) < 8 {
 		return false, c.Send(ctx, m)
 	}
-	cs, held := c.takeFreeTurn()
-	if !held {
-		if err := c.Send(ctx, m); err != nil {
-			return false, err
-		}
-		return c.deliverUntil(ctx, arrived), nil
-	}
-	if err := c.Send(ctx, m); err != nil {
-		c.giveTurn()
+	if err := c.req.credits.acquire(ctx); err != nil {
 		return false, err
 	}
-	got := c.deliverHeld(ctx, cs, arrived)
-	c.giveTurn()
-	return got, nil
+	if cs, held := c.takeFreeTurn(); held {
+		err := c.req.sendCall(noWait, m)
+		if err == nil {
+			got := c.deliverHeld(ctx, cs, arrived)
+			c.giveTurn()
+			return got, nil
+		}
+		c.giveTurn()
+		if !errors.Is(err, context.Canceled) {
+			c.req.credits.release()
+			return false, err
+		}
+		// It would have waited: send it the usual way.
+	}
+	if err := c.req.sendCall(ctx, m); err != nil {
+		c.req.credits.release()
+		return false, err
+	}
+	return c.deliverUntil(ctx, arrived), nil
 }
+
+// noWait is a context that has ended: a send with it takes what it needs
+// only if it is free at once (takeValue), and otherwise fails with
+// context.Canceled.
+var noWait = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // takeFreeTurn takes a free turn when no call is outstanding, which
 // needs no other goroutine's help, and returns the batch slice to use.
