@@ -139,9 +139,8 @@ type Conn struct {
 	srqWR   wq.RecvWR
 	srqHeld bool
 
-	tx   txState    // owned by whoever holds txMu: the writer, or a PostSend (transmitInline)
-	txMu sync.Mutex // held while filling and flushing the batch
-	rx   rxState    // owned by the reader
+	tx txState // owned by the writer
+	rx rxState // owned by the reader
 }
 
 var (
@@ -321,26 +320,17 @@ func (c *Conn) PostRecv(id uint64, sgl []rdma.SGE) error {
 	return c.q.CheckedPostRecv("iwarp", id, sgl, c.limits.RecvQueueDepth, c.checkSGL)
 }
 
-// PostSend posts a send-queue work request. One small Send or Write with
-// nothing else to transmit goes out on the calling goroutine
-// (transmitInline, conn_send.go); everything else, on the writer's.
+// PostSend posts a send-queue work request.
 func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.state == stateDead {
-		err := c.deadErr(fmt.Sprintf("post %v %d", wr.Op, wr.ID))
-		c.mu.Unlock()
-		return err
+		return c.deadErr(fmt.Sprintf("post %v %d", wr.Op, wr.ID))
 	}
 	if err := c.q.CheckedPostSend("iwarp", wr, c.limits.SendQueueDepth, c.limits.ORD, MaxMessageSize, c.checkSGL); err != nil {
-		c.mu.Unlock()
 		return err
 	}
-	inline := c.started && !c.fenced && c.irq.Len() == 0 && c.sqNext == c.q.SQ.Tail-1 &&
-		wr.Op != rdma.OpRead && c.q.SQ.At(c.sqNext).Length <= inlineMax
-	c.mu.Unlock()
-	if !inline || !c.transmitInline() {
-		wq.Signal(c.kick)
-	}
+	wq.Signal(c.kick)
 	return nil
 }
 

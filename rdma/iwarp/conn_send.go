@@ -1,7 +1,6 @@
 package iwarp
 
-// The transmit path: one writer goroutine per connection, and the
-// goroutine of a PostSend that finds it idle (transmitInline).
+// The transmit path: one writer goroutine per connection.
 //
 // The writer takes one message at a time, under c.mu, in this order: the
 // RDMA Read Responses owed (first, as siw's transmit path favours them),
@@ -106,19 +105,14 @@ func (c *Conn) writer(notBefore time.Time) {
 	timer.Stop()
 	defer timer.Stop()
 	for {
-		c.txMu.Lock()
 		alive, delay := c.fill(notBefore)
 		if !alive {
-			c.txMu.Unlock()
 			break
 		}
 		if c.tx.nfpdu > 0 {
 			c.flush()
-			c.txMu.Unlock()
 			continue
 		}
-		busy := c.tx.lastMsgs > 1
-		c.txMu.Unlock()
 		if delay > 0 {
 			timer.Reset(delay)
 			select {
@@ -133,7 +127,7 @@ func (c *Conn) writer(notBefore time.Time) {
 		// connection included (endLocked), so one channel is enough: a
 		// wait on one costs less than a select on three.
 		<-c.kick
-		if busy {
+		if c.tx.lastMsgs > 1 {
 			// The last batch carried several messages: the connection
 			// is busy, and the goroutines that woke us are likely
 			// posting more. Let them run first, so that one write
@@ -148,11 +142,8 @@ func (c *Conn) writer(notBefore time.Time) {
 	c.mu.Unlock()
 	if term != nil {
 		// endLocked set a deadline; the Terminate goes at an FPDU boundary
-		// since batches are written whole (a poster writing one inline
-		// holds txMu). A FIN then tells the peer we are done, as siw
-		// closes after its Terminate.
-		c.txMu.Lock()
-		defer c.txMu.Unlock()
+		// since batches are written whole. A FIN then tells the peer we
+		// are done, as siw closes after its Terminate.
 		c.nc.Write(term)
 		if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
@@ -415,40 +406,4 @@ func (c *Conn) flush() {
 	c.mu.Unlock()
 	tx.lastMsgs = len(tx.written)
 	tx.written = tx.written[:0]
-}
-
-// inlineMax is the largest Send or RDMA Write that PostSend transmits on
-// its own goroutine (transmitInline): a small message, which one write
-// takes into the socket buffer at once.
-const inlineMax = flatMax / 2
-
-// transmitInline transmits on the goroutine of PostSend, which has just
-// posted the only work request waiting to go, what the writer would,
-// when no other goroutine transmits (txMu, which whoever fills and
-// flushes the batch holds): a message posted one at a time then costs no
-// wake-up of the writer, and its completion is queued before PostSend
-// returns, so that a goroutine that waits for the reply next finds it
-// there instead of being woken for it. It reports false, having
-// transmitted nothing, when another goroutine transmits or the first
-// FPDU must be held back (FirstSendDelay); the writer then does it.
-func (c *Conn) transmitInline() bool {
-	if !c.txMu.TryLock() {
-		return false
-	}
-	defer c.txMu.Unlock()
-	if c.tx.kick > 0 || !c.tx.rtrSent {
-		return false
-	}
-	c.mu.Lock()
-	notBefore := c.sendFrom
-	c.mu.Unlock()
-	alive, delay := c.fill(notBefore)
-	if !alive || delay > 0 {
-		return false
-	}
-	if c.tx.nfpdu > 0 {
-		c.flush()
-	}
-	// A message longer than one batch is left for the writer.
-	return !c.tx.busy
 }
