@@ -84,9 +84,19 @@
 //     connection, failing every call, as it always does.
 //
 // Client.Stats' ShortPath counts the calls whose reply their caller
-// delivered itself. The provider's own goroutines remain (the software
-// iWARP reads and writes its socket on goroutines of its own), and so
-// does the responder's hand-off of a call to an rpc.Server worker.
+// delivered itself. What it saves depends on the provider. Over the verbs
+// provider the caller sleeps on the device's completion channel itself,
+// so nothing runs between the device and the caller: in the lab guest
+// (Soft-RoCE, lab/bench-verbs.sh) a NULL round trip's median fell to
+// 0.68x in event mode and 0.85x polling. The software iWARP reads and
+// writes its socket on goroutines of its own, which stay, and there it
+// measured neutral (rpcrdma bench, NULL p50 0.99x); docs/performance.md
+// has the runs.
+//
+// The responder has a short path of its own (rpc.InlineReplier): a call
+// that offers no write or reply chunk, arriving when no other runs, is
+// handled on the loop, which sends the reply from there, having reserved
+// the send slot and the send-queue entry it needs (ReserveReply).
 //
 // # Bounds
 //
