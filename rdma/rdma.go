@@ -57,6 +57,16 @@
 //   - An RDMA Read completes only after its whole response has been placed.
 //   - Nothing is ordered between the two directions of a connection.
 //
+// # Interrupting a Wait
+//
+// A provider whose connections implement [WaitInterrupter] lets one
+// goroutine make another's [Conn.Wait] return early, without ending the
+// connection and without allocating. An upper layer that has one goroutine
+// waiting on the completion queue uses it to hand that goroutine's place
+// to another (the short path of package rpcrdma: a caller takes over the
+// completion queue to receive its own reply). The capability is optional;
+// a provider without it does not implement the interface.
+//
 // # Shared receive queues
 //
 // A provider that implements [SharedRecvProvider] offers shared receive
@@ -473,4 +483,21 @@ func (cfg ConnConfig) Depths(def, max Depths) (Depths, error) {
 		}
 	}
 	return d, nil
+}
+
+// WaitInterrupter is implemented by connections whose Wait another
+// goroutine may interrupt (see the package documentation).
+type WaitInterrupter interface {
+	Conn
+
+	// InterruptWait makes the Wait in progress on the connection return
+	// promptly, or, if none is in progress, the next Wait: it returns the
+	// completions available, if any, or else (0, nil). The interrupt is
+	// consumed by the Wait it makes return with no completions; one that
+	// returns completions may leave it pending, so a later Wait may
+	// return (0, nil) once without blocking. InterruptWait never blocks,
+	// does not allocate, and is safe to call from any goroutine, at any
+	// time, also after the connection has ended. It changes nothing
+	// else: completions stay queued, in order, for the next Poll or Wait.
+	InterruptWait()
 }

@@ -82,8 +82,8 @@ type ClientStats struct {
 	IdleCloses  uint64 // connections closed by ReconnectConfig.IdleTimeout
 
 	// ShortPath counts the calls whose reply the caller received itself
-	// (a DirectReceiver transport, one call in flight; see the package
-	// documentation).
+	// (a DirectReceiver or DirectPusher transport, one call in flight;
+	// see the package documentation).
 	ShortPath uint64
 }
 
@@ -141,6 +141,10 @@ type link struct {
 	closing bool          // the link was closed: its reader is to take the turn and receive the error
 	ended   bool          // the link's last message was delivered; nobody receives any more
 	nudge   chan struct{} // cap 1: tells the reader to look at the above again
+
+	// pusher is t as a DirectPusher, or nil: a caller runs t's delivery
+	// until its reply is delivered (the short path, see doc.go).
+	pusher DirectPusher
 }
 
 func newLink(t Transport, reconnecting bool) *link {
@@ -149,6 +153,7 @@ func newLink(t Transport, reconnecting bool) *link {
 		l.lost = make(chan struct{})
 	}
 	l.canceler, _ = t.(CallCanceler)
+	l.pusher, _ = t.(DirectPusher)
 	if d, ok := t.(DirectReceiver); ok {
 		if _, push := t.(Pusher); !push {
 			l.direct = d
@@ -159,11 +164,12 @@ func newLink(t Transport, reconnecting bool) *link {
 }
 
 type pendingCall struct {
-	done  chan callResult // buffered: the completer never blocks
-	msg   Msg             // the call as sent
-	buf   []byte          // backing for msg.XDR, kept across uses
-	items []DDPItem       // backing for msg.Items, kept across uses
-	on    *link           // the link the call was last sent on; c.mu
+	done    chan callResult // buffered: the completer never blocks
+	arrived func() bool     // reports whether done holds the outcome; bound once, for DirectPusher
+	msg     Msg             // the call as sent
+	buf     []byte          // backing for msg.XDR, kept across uses
+	items   []DDPItem       // backing for msg.Items, kept across uses
+	on      *link           // the link the call was last sent on; c.mu
 }
 
 type callResult struct {
@@ -248,6 +254,7 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 	pc, _ := c.calls.Get().(*pendingCall)
 	if pc == nil {
 		pc = &pendingCall{done: make(chan callResult, 1)}
+		pc.arrived = func() bool { return len(pc.done) > 0 }
 	}
 	defer func() {
 		pc.msg = Msg{}
@@ -301,7 +308,14 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 		if sends > 0 {
 			c.stats.retransmits.Add(1)
 		}
-		if err := l.t.Send(ctx, m); err != nil {
+		var err error
+		short := false
+		if l.pusher != nil {
+			short, err = l.pusher.SendDeliver(ctx, m, pc.arrived)
+		} else {
+			err = l.t.Send(ctx, m)
+		}
+		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				// The link failed under the Send: make sure its
 				// receiving side hears (on a direct link, nobody may
@@ -334,6 +348,10 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 			if rep, err, ok := c.receiveOwn(ctx, l, xid, pc, id); ok {
 				return rep, err
 			}
+		} else if short {
+			// The short path of a Pusher: the reply was delivered on
+			// this goroutine, into pc.done.
+			c.stats.shortPath.Add(1)
 		}
 		select {
 		case r := <-pc.done:

@@ -52,7 +52,8 @@
 // record marking (RFC 5531 section 11) over a net.Conn, built on
 // RecordReader and RecordWriter. A transport may also be a Pusher, which
 // hands received messages over on its own goroutine, a DirectReceiver,
-// whose messages a caller may receive itself (the short path), or a
+// whose messages a caller may receive itself (the short path), a
+// DirectPusher, a Pusher whose delivery a caller may run itself, or a
 // CallCanceler, which holds per-call resources until the reply.
 //
 // # The short path
@@ -92,13 +93,24 @@
 //
 // With many calls in flight both sides fall back to the general path, so
 // concurrency is what it was. The RPC-over-RDMA transport (package
-// rpcrdma) is a Pusher: its receive path already delivers on its own
-// goroutine, so a Client needs no short path there. On a Server it is
+// rpcrdma) is a Pusher: its receive path delivers on its own goroutine.
+// On a Server it is
 // also an InlineReplier: a short call pushed when no other call runs on
 // its connection runs in the deliver function, which sends the reply
 // from the transport's goroutine, provided the transport could reserve
 // what that Send needs (ReserveReply; RPC-over-RDMA does for a call that
 // offers no write or reply chunk). ServerStats.Inline counts these too.
+//
+// A Pusher's own goroutine delivers what it receives, and a caller is
+// woken from it. A transport that can instead run that delivery on the
+// caller's goroutine implements DirectPusher (the RPC-over-RDMA requester
+// does, see package rpcrdma): the Client sends every call with its
+// SendDeliver, which, with no other call in flight, sends the call and
+// then delivers, on the caller's goroutine and in the transport's order,
+// whatever arrives (replies to other calls too) until the caller's own
+// reply is in its done channel, its context ends or the transport ends;
+// the Client then takes the reply from the channel as always.
+// ClientStats.ShortPath counts these calls as well.
 //
 // # Errors
 //

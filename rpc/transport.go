@@ -107,6 +107,32 @@ type DirectReceiver interface {
 	RecvContext(ctx context.Context) (*Msg, error)
 }
 
+// DirectPusher is implemented by a Pusher that can run its delivery on the
+// goroutine of a caller waiting for its reply, instead of on its own
+// goroutine, which then wakes the caller: the short path of a transport
+// that pushes (see the package documentation). RPC-over-RDMA's requester
+// implements it. The Client sends every call on such a transport with
+// SendDeliver.
+type DirectPusher interface {
+	Pusher
+	// SendDeliver is Send, followed, when the message was sent and the
+	// transport can, by delivery on the calling goroutine: it delivers
+	// what the transport receives through the function given to Push,
+	// in the order Push's rule sets (every message, not only the
+	// caller's reply), until arrived reports true, ctx ends or the
+	// transport ends; meanwhile the transport's own goroutine delivers
+	// nothing. It checks arrived, which must be cheap and must not block,
+	// after each batch it delivers. It returns Send's error, and whether
+	// arrived became true by what it delivered itself; false also when
+	// it delivered nothing because it could not take over the delivery
+	// (another call in flight, another caller delivering, Push not
+	// called, the transport ended). When it returns, the transport's
+	// goroutine delivers again; the error that ends the transport is
+	// always delivered by that goroutine. Safe for concurrent use; it
+	// allocates no more than Send.
+	SendDeliver(ctx context.Context, m *Msg, arrived func() bool) (delivered bool, err error)
+}
+
 // CallCanceler is implemented by transports that hold resources for a call
 // until its reply arrives, such as RPC-over-RDMA memory registrations for
 // its chunks. The Client calls CancelCall when it abandons a call it sent

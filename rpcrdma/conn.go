@@ -146,6 +146,8 @@ type Conn struct {
 
 	stats counters // atomic, updated by whoever sees the event
 
+	short shortPath // a requester's turn: the loop's, or a caller's (short.go)
+
 	// Responder bounds (bounds.go, dial.go): the Listener that accepted
 	// the connection, the connection's memory budget, messages received
 	// (counted by the loop, read by the idle check), the idle check's

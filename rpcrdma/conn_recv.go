@@ -22,42 +22,45 @@ import (
 // chunks, pushCall). The loop never blocks: everything that could (posting a
 // Send, an RDMA Read) runs in Send, Recv or a side goroutine (goSide).
 
-// loop owns the completion queue until the connection ends.
+// loop owns the completion queue until the connection ends, except while
+// a requester's caller has the turn (short.go).
 func (c *Conn) loop() {
 	defer close(c.loopDone)
 	cs := make([]rdma.Completion, firstBatch)
 	for {
 		n, err := c.rc.Wait(context.Background(), cs)
-		for _, comp := range cs[:n] {
-			if comp.Op == rdma.OpRecv {
-				c.onRecv(comp)
-			} else {
-				c.onSendQueue(comp)
-			}
-		}
+		c.complete(cs[:n])
 		cs = growBatch(cs, n)
 		if err != nil {
+			c.endTurns()
 			c.fail(err)
 			// Drain what the provider flushed so every waiter hears.
+			// Messages received before the end still count: a peer
+			// may send its last replies and close.
 			for {
 				n := c.rc.Poll(cs)
 				if n == 0 {
 					break
 				}
-				for _, comp := range cs[:n] {
-					// Messages received before the end still count:
-					// a peer may send its last replies and close.
-					if comp.Op == rdma.OpRecv {
-						c.onRecv(comp)
-					} else {
-						c.onSendQueue(comp)
-					}
-				}
+				c.complete(cs[:n])
 			}
 			c.failOps()
 			c.dropPulled()
 			c.endPush()
 			return
+		}
+		c.yieldTurn()
+	}
+}
+
+// complete processes a batch of completions, in order. It runs on
+// whoever has the turn: the loop, or a caller on the short path.
+func (c *Conn) complete(cs []rdma.Completion) {
+	for _, comp := range cs {
+		if comp.Op == rdma.OpRecv {
+			c.onRecv(comp)
+		} else {
+			c.onSendQueue(comp)
 		}
 	}
 }
@@ -173,6 +176,7 @@ func (c *Conn) deliver(in inbound) bool {
 		defer c.pushMu.Unlock()
 		if c.push != nil {
 			c.push(c.replyOf(in))
+			c.wakeTurn()
 			return true
 		}
 	} else if c.pushCall(&in) {

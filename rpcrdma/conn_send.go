@@ -44,6 +44,7 @@ func (c *Conn) postTaken(wr *rdma.WorkRequest, done func(rdma.Completion)) error
 	c.opsMu.Lock()
 	c.ops[wr.ID] = done
 	c.opsMu.Unlock()
+	c.unparkTurn() // someone must process the completion (short.go)
 	if err := c.rc.PostSend(wr); err != nil {
 		c.opsMu.Lock()
 		_, mine := c.ops[wr.ID]

@@ -47,6 +47,57 @@
 // on. Stats counts what each connection carried, and every message it
 // dropped or rejected by Reason.
 //
+// # The short path
+//
+// A call made one at a time would, done the general way, cross goroutines
+// at the requester twice more than a TCP round trip does: the provider's
+// goroutine queues the reply's completion and wakes the loop, which owns
+// the completion queue; the loop decodes the reply and wakes the caller.
+// So a requester lets the caller of the one call in flight process the
+// completion queue itself (short.go), as rpc.StreamTransport lets a
+// caller read its own reply over TCP (package rpc, "The short path"):
+//
+//   - The rpc.Client sends each call with SendDeliver (rpc.DirectPusher).
+//     With no other call outstanding, the caller takes the turn (the right
+//     to wait on the completion queue and process what it returns) and
+//     processes completions, every one in the provider's order, replies
+//     to other calls, send completions and backward calls included, until
+//     its reply has been delivered to its own done channel; then it gives
+//     the turn up. One goroutine at a time has the turn, so completions
+//     are processed exactly as the loop alone would.
+//   - The turn is the loop's, a caller's, or free. A caller takes it from
+//     the loop by interrupting the loop's Wait (rdma.WaitInterrupter, an
+//     optional provider capability; without it there is no short path),
+//     and the loop gives it between batches. After its reply, a caller
+//     leaves the turn free, waking nobody, when nothing can arrive but the
+//     answer to a later call: no call outstanding, no send-queue work, no
+//     backward direction, no RDMA_OPTIONAL handlers. The next caller then
+//     takes it without waking anybody; any other post to the send queue,
+//     the connection's end and Close give it back to the loop. Otherwise
+//     the caller gives it back to the loop at once.
+//   - With more than one call in flight a caller finds the turn taken or
+//     the count above one and waits as before, while the caller with the
+//     turn delivers the replies that arrive until its own. A caller whose
+//     context ends gives the turn back; the loop drops the late reply. A
+//     connection that ends while a caller has the turn makes that caller's
+//     Wait return; it gives the turn back, and the loop ends the
+//     connection, failing every call, as it always does.
+//
+// Client.Stats' ShortPath counts the calls whose reply their caller
+// delivered itself. What it saves depends on the provider. Over the verbs
+// provider the caller sleeps on the device's completion channel itself,
+// so nothing runs between the device and the caller: in the lab guest
+// (Soft-RoCE, lab/bench-verbs.sh) a NULL round trip's median fell to
+// 0.68x in event mode and 0.85x polling. The software iWARP reads and
+// writes its socket on goroutines of its own, which stay, and there it
+// measured neutral (rpcrdma bench, NULL p50 0.99x); docs/performance.md
+// has the runs.
+//
+// The responder has a short path of its own (rpc.InlineReplier): a call
+// that offers no write or reply chunk, arriving when no other runs, is
+// handled on the loop, which sends the reply from there, having reserved
+// the send slot and the send-queue entry it needs (ReserveReply).
+//
 // # Bounds
 //
 // A responder is bounded whatever its peers do (Config.Bounds, bounds.go).
@@ -98,6 +149,8 @@
 //     (goSide, afterFunc) that are the only work a connection runs off
 //     its loop, all of which Close stops or waits for.
 //   - conn_recv.go: the loop that owns the completion queue, Recv and Push.
+//   - short.go: the requester's short path, the turn between the loop and
+//     a caller.
 //   - conn_send.go: Send, and the posting every send goes through.
 //   - plan.go: how a call or a reply travels (which chunks), decided on
 //     plain data before any memory is registered.

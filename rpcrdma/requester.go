@@ -103,9 +103,19 @@ func (r *requester) sendRPC(ctx context.Context, m *rpc.Msg) error {
 	if err := r.credits.acquire(ctx); err != nil {
 		return err
 	}
+	if err := r.sendCall(ctx, m); err != nil {
+		r.credits.release()
+		return err
+	}
+	return nil
+}
+
+// sendCall sends the call m, for which the caller holds a credit. On
+// failure nothing of the call stays registered or recorded; the caller
+// keeps the credit.
+func (r *requester) sendCall(ctx context.Context, m *rpc.Msg) error {
 	oc := newOutCall(binary.BigEndian.Uint32(m.XDR), m)
 	if err := r.send(ctx, oc, r.version()); err != nil {
-		r.credits.release()
 		outCalls.Put(oc)
 		return err
 	}

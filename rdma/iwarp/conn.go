@@ -143,7 +143,10 @@ type Conn struct {
 	rx rxState // owned by the reader
 }
 
-var _ rdma.Conn = (*Conn)(nil)
+var (
+	_ rdma.Conn            = (*Conn)(nil)
+	_ rdma.WaitInterrupter = (*Conn)(nil)
+)
 
 // connParams are what the handshake settled.
 type connParams struct {
@@ -403,3 +406,6 @@ func (c *Conn) Close() error {
 	}
 	return nil
 }
+
+// InterruptWait implements rdma.WaitInterrupter.
+func (c *Conn) InterruptWait() { c.q.Interrupt() }

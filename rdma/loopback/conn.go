@@ -104,7 +104,10 @@ type Conn struct {
 	closed  bool // Close has run (and detached c from srq)
 }
 
-var _ rdma.Conn = (*Conn)(nil)
+var (
+	_ rdma.Conn            = (*Conn)(nil)
+	_ rdma.WaitInterrupter = (*Conn)(nil)
+)
 
 func newConn(n *Network, l *link, s settings, local, remote Addr, peerPD []byte) *Conn {
 	c := &Conn{
@@ -279,3 +282,6 @@ func (c *Conn) Close() error {
 	}
 	return nil
 }
+
+// InterruptWait implements rdma.WaitInterrupter.
+func (c *Conn) InterruptWait() { c.q.Interrupt() }

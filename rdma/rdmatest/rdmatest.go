@@ -146,6 +146,8 @@ func TestProvider(t *testing.T, cfg Config) {
 		{"WaitContext", testWaitContext},
 		{"WaitEnd", testWaitEnd},
 		{"WaitConcurrent", testWaitConcurrent},
+		{"WaitInterrupt", testWaitInterrupt},
+		{"WaitInterruptEnd", testWaitInterruptEnd},
 		{"SharedRecv", testSharedRecv},
 		{"SharedRecvEmpty", testSharedRecvEmpty},
 		{"SharedRecvTooLong", testSharedRecvTooLong},

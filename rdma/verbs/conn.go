@@ -97,6 +97,7 @@ type Conn struct {
 	wcs   *C.struct_shim_wc
 	ready []rdma.Completion
 	wake  chan struct{} // closed and replaced when ready grows or the state changes
+	intr  chan struct{} // cap 1: a pending InterruptWait (direct.go)
 
 	// Event-mode waiting (Wait, awaitChannel). The Wait holding leader
 	// parks on the completion channel; followers counts the Waits
@@ -187,6 +188,7 @@ func (c *Conn) setup(dev device, d rdma.Depths) error {
 	c.wcs = (*C.struct_shim_wc)(C.calloc(pollBatch, C.size_t(unsafe.Sizeof(C.struct_shim_wc{}))))
 	c.done = make(chan struct{})
 	c.wake = make(chan struct{})
+	c.intr = make(chan struct{}, 1)
 	c.mrs = make(map[*mr]struct{})
 	return nil
 }
@@ -243,7 +245,7 @@ func (c *Conn) awaitChannel(ctx context.Context) {
 	c.mu.Lock()
 	leaving := c.leaving
 	c.mu.Unlock()
-	if leaving || ctx.Err() != nil {
+	if leaving || ctx.Err() != nil || len(c.intr) > 0 {
 		return
 	}
 	if ctx.Done() != nil {
@@ -712,7 +714,8 @@ func (c *Conn) Poll(cs []rdma.Completion) int {
 // positive Options.BusyPoll it polls the completion queue for that long
 // first; with a negative one it only polls, and never sleeps. Otherwise it
 // sleeps on the completion channel itself, or, while another Wait does,
-// until that one has taken what arrived.
+// until that one has taken what arrived. With nothing to return it
+// returns (0, nil) after InterruptWait (direct.go).
 func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 	spin, forever := c.p.opts.BusyPoll > 0, c.p.opts.BusyPoll < 0
 	var spinEnd time.Time
@@ -734,6 +737,9 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 		}
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
+		}
+		if c.interrupted() {
+			return 0, nil
 		}
 		if forever || spin && time.Now().Before(spinEnd) {
 			// Other goroutines (the upper layer's, the peer's in the
@@ -759,6 +765,9 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 		c.followers.Add(1)
 		select {
 		case <-wake:
+		case <-c.intr:
+			c.followers.Add(-1)
+			return 0, nil
 		case <-ctx.Done():
 		}
 		c.followers.Add(-1)

@@ -12,6 +12,7 @@ package wq
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
@@ -95,6 +96,19 @@ type Queues struct {
 	// Ready has a token when completions may be waiting: Push sets it,
 	// and Poll passes it on while any are left.
 	Ready chan struct{}
+
+	// interrupted is set by Interrupt and consumed by the Wait it makes
+	// return (rdma.WaitInterrupter). A pointer, so that Queues, which
+	// New returns by value, holds no lock-like value.
+	interrupted *atomic.Bool
+}
+
+// Interrupt makes the Wait in progress, or else the next one, return (0,
+// nil) unless completions are available (rdma.WaitInterrupter). It does
+// not take the provider's lock and does not allocate.
+func (q *Queues) Interrupt() {
+	q.interrupted.Store(true)
+	Signal(q.Ready)
 }
 
 // New returns queues of sq and rq slots and a completion queue for both.
@@ -106,6 +120,8 @@ func New(sq, rq int) Queues {
 		RQ:    NewRing[RecvWR](rq),
 		CQ:    NewRing[rdma.Completion](sq + rq),
 		Ready: make(chan struct{}, 1),
+
+		interrupted: new(atomic.Bool),
 	}
 	memreg.PresizeSGLs(q.SQ.Buf, func(w *SendWR) *[]rdma.SGE { return &w.SGL })
 	memreg.PresizeSGLs(q.RQ.Buf, func(r *RecvWR) *[]rdma.SGE { return &r.SGL })
@@ -283,7 +299,8 @@ func (q *Queues) Poll(cs []rdma.Completion) int {
 // Wait is rdma.Conn.Wait for a provider: poll, under the provider's lock,
 // moves completions into its caller's slice and says whether the
 // connection has ended and why; Wait blocks between polls on q.Ready, done
-// (closed when the connection ends) and ctx.
+// (closed when the connection ends) and ctx. With nothing to return it
+// returns (0, nil) once Interrupt has been called.
 func (q *Queues) Wait(ctx context.Context, done <-chan struct{}, poll func() (n int, dead bool, err error)) (int, error) {
 	for {
 		n, dead, err := poll()
@@ -293,6 +310,11 @@ func (q *Queues) Wait(ctx context.Context, done <-chan struct{}, poll func() (n 
 		case dead:
 			Signal(q.Ready) // for another waiter: it ended for all
 			return 0, err
+		case q.interrupted.CompareAndSwap(true, false):
+			// Interrupt stores the flag before it signals Ready, so
+			// an interrupt that comes after this check wakes the
+			// wait below.
+			return 0, nil
 		}
 		if ctx.Done() == nil {
 			// Flush signals Ready at the end, so with no ctx to watch
