@@ -94,15 +94,15 @@
 // With many calls in flight both sides fall back to the general path, so
 // concurrency is what it was. The RPC-over-RDMA transport (package
 // rpcrdma) is a Pusher: its receive path delivers on its own goroutine.
-// On a Server it is
-// also an InlineReplier: a short call pushed when no other call runs on
-// its connection runs in the deliver function, which sends the reply
-// from the transport's goroutine, provided the transport could reserve
-// what that Send needs (ReserveReply; RPC-over-RDMA does for a call that
-// offers no write or reply chunk). ServerStats.Inline counts these too.
+// On a Server it is also an InlineReplier: a short call pushed when no
+// other call runs on its connection runs in the deliver function, which
+// sends the reply from the transport's goroutine, provided the transport
+// could reserve what that Send needs (ReserveReply; RPC-over-RDMA does
+// for a call that offers no write or reply chunk). ServerStats.Inline
+// counts these too.
 //
-// A Pusher's own goroutine delivers what it receives, and a caller is
-// woken from it. A transport that can instead run that delivery on the
+// On a Client, a Pusher's own goroutine delivers what it receives, and a
+// caller is woken from it. A transport that can instead run that delivery on the
 // caller's goroutine implements DirectPusher (the RPC-over-RDMA requester
 // does, see package rpcrdma): the Client sends every call with its
 // SendDeliver, which, with no other call in flight, sends the call and
