@@ -1,0 +1,39 @@
+#!/bin/sh
+# An NFSv3 GETATTR round trip to Linux's knfsd, in the lab guest on rxe0
+# (Soft-RoCE), made by Linux's own NFS/RDMA client and by this project's
+# NFS client over the verbs provider, beside perftest's ib_send_lat -R -e:
+# builds the nfs test binary with -tags verbs into the share, runs
+# guest/bench-getattr.sh in the guest RUNS times (each run measures all
+# three one after the other), and prints every figure's and ratio's median
+# and range over the runs:
+#   kernel.getattr_over_2x_send_lat, ours.getattr_over_2x_send_lat: the
+#                median GETATTR round trip over twice ib_send_lat's
+#                typical (median) half round trip, event mode;
+#   ours_over_kernel.getattr: ours over Linux's.
+#
+# usage: lab/bench-getattr.sh [RUNS]   (default 3; the VM must be running)
+set -eu
+cd "$(dirname "$0")/.."
+WORK=${WORK:-/tmp/rpcrdma-lab}
+RUNS=${1:-3}
+SHARE=$(cat "$WORK/share-dir")
+D=$(mktemp -d "$SHARE/bench-getattr.XXXXXX")
+trap 'rm -rf "$D"' EXIT
+CGO_ENABLED=1 go test -c -tags verbs -o "$D/nfs.test" ./nfs
+cp lab/guest/bench-getattr.sh "$D/"
+chmod -R a+rX "$D"
+G=/share/$(basename "$D")
+OUT=$(mktemp)
+trap 'rm -rf "$D" "$OUT"' EXIT
+i=1
+while [ "$i" -le "$RUNS" ]; do
+    echo "== run $i of $RUNS"
+    lab/guestctl.py --timeout 900 "timeout 880 sh $G/bench-getattr.sh $G" | tee -a "$OUT"
+    i=$((i + 1))
+done
+echo "== over $RUNS runs: median [min, max]"
+grep -E '^(ratio|fig) ' "$OUT" | sort -k2,2 -k3,3g | awk '
+    { k = $1 " " $2; v[k, ++n[k]] = $3; if (!(k in seen)) { seen[k] = 1; keys[++m] = k } }
+    END { for (j = 1; j <= m; j++) { k = keys[j]; c = n[k]
+            med = (c % 2) ? v[k, (c + 1) / 2] : (v[k, c / 2] + v[k, c / 2 + 1]) / 2
+            printf "%-50s %10.3f  [%.3f, %.3f]\n", k, med, v[k, 1], v[k, c] } }'

@@ -1,0 +1,98 @@
+//go:build linux && cgo && verbs
+
+package nfs_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/internal/lab"
+	"github.com/go-rpcrdma/rpcrdma/nfs"
+	"github.com/go-rpcrdma/rpcrdma/rdma/verbs"
+)
+
+// An NFSv3 GETATTR round trip to Linux's knfsd, made by this package's
+// client over the verbs provider (BenchmarkVerbsGetattr) and by Linux's
+// own NFS/RDMA client (BenchmarkKernelGetattr), so the two can be
+// compared with each other and with perftest's ib_send_lat in one guest
+// run (lab/bench-getattr.sh). Both report the median round trip
+// (p50-ns/op) beside the mean (ns/op).
+
+// BenchmarkVerbsGetattr asks GETATTR of the export's root, one call at a
+// time, of the knfsd at RPCRDMA_VERBS_ADDR (MOUNT on TCP port 20048, NFS
+// over RDMA on 20049; export RPCRDMA_NFS_EXPORT, default /export) through
+// RPCRDMA_VERBS_DEVICE; in the lab guest, its own knfsd over rxe0.
+func BenchmarkVerbsGetattr(b *testing.B) {
+	ip, device := os.Getenv("RPCRDMA_VERBS_ADDR"), os.Getenv("RPCRDMA_VERBS_DEVICE")
+	if ip == "" {
+		if !lab.InGuest() {
+			b.Skip("set RPCRDMA_VERBS_ADDR to the address of an NFS/RDMA server on an RDMA device (lab/bench-getattr.sh runs this in the lab guest)")
+		}
+		ip, device = lab.GuestRxeIP, "rxe0"
+	}
+	export := os.Getenv("RPCRDMA_NFS_EXPORT")
+	if export == "" {
+		export = "/export"
+	}
+	p, err := verbs.New(verbs.Options{Device: device})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := nfs.Mount(ctx, nfs.MountConfig{
+		MountAddr: net.JoinHostPort(ip, "20048"),
+		Export:    export,
+		Dial:      nfs.RDMA(p, net.JoinHostPort(ip, "20049"), nil),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	root := c.Root()
+	measure(b, func() error {
+		_, err := c.Getattr(ctx, root)
+		return err
+	})
+}
+
+// BenchmarkKernelGetattr calls stat(2) on RPCRDMA_KERNEL_NFS_PATH, the
+// root of a kernel NFS mount with noac, where each stat is one GETATTR
+// (the mount's GETATTR count in /proc/self/mountstats grows by one per
+// stat).
+func BenchmarkKernelGetattr(b *testing.B) {
+	path := os.Getenv("RPCRDMA_KERNEL_NFS_PATH")
+	if path == "" {
+		b.Skip("set RPCRDMA_KERNEL_NFS_PATH to the root of a kernel NFS mount with noac (lab/bench-getattr.sh does)")
+	}
+	measure(b, func() error {
+		_, err := os.Stat(path)
+		return err
+	})
+}
+
+// measure runs op b.N times after a warm-up, and reports the median and
+// the 99th percentile beside the mean.
+func measure(b *testing.B, op func() error) {
+	for range 50 {
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rtts := make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+		rtts[i] = time.Since(t0)
+	}
+	b.StopTimer()
+	slices.Sort(rtts)
+	b.ReportMetric(float64(rtts[len(rtts)/2].Nanoseconds()), "p50-ns/op")
+	b.ReportMetric(float64(rtts[len(rtts)*99/100].Nanoseconds()), "p99-ns/op")
+}
