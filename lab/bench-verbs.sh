@@ -22,20 +22,5 @@ D=$(mktemp -d "$SHARE/bench-verbs.XXXXXX")
 trap 'rm -rf "$D"' EXIT
 CGO_ENABLED=1 go test -c -tags verbs -o "$D/verbs.test" ./rdma/verbs
 CGO_ENABLED=1 go test -c -tags verbs -o "$D/rpcrdma.test" ./rpcrdma
-cp lab/guest/bench-verbs.sh "$D/"
-chmod -R a+rX "$D"
-G=/share/$(basename "$D")
-OUT=$(mktemp)
-trap 'rm -rf "$D" "$OUT"' EXIT
-i=1
-while [ "$i" -le "$RUNS" ]; do
-    echo "== run $i of $RUNS"
-    lab/guestctl.py --timeout 900 "timeout 880 sh $G/bench-verbs.sh $G" | tee -a "$OUT"
-    i=$((i + 1))
-done
-echo "== over $RUNS runs: median [min, max]"
-grep -E '^(ratio|fig) ' "$OUT" | sort -k2,2 -k3,3g | awk '
-    { k = $1 " " $2; v[k, ++n[k]] = $3; if (!(k in seen)) { seen[k] = 1; keys[++m] = k } }
-    END { for (j = 1; j <= m; j++) { k = keys[j]; c = n[k]
-            med = (c % 2) ? v[k, (c + 1) / 2] : (v[k, c / 2] + v[k, c / 2 + 1]) / 2
-            printf "%-50s %10.3f  [%.3f, %.3f]\n", k, med, v[k, 1], v[k, c] } }'
+. lab/rounds.sh
+rounds bench-verbs.sh "$RUNS"

@@ -6,11 +6,11 @@ import (
 	"context"
 	"net"
 	"os"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/internal/lab"
+	"github.com/go-rpcrdma/rpcrdma/internal/roundtrip"
 	"github.com/go-rpcrdma/rpcrdma/nfs"
 	"github.com/go-rpcrdma/rpcrdma/rdma/verbs"
 )
@@ -75,7 +75,7 @@ func BenchmarkKernelGetattr(b *testing.B) {
 }
 
 // measure runs op b.N times after a warm-up, and reports the median and
-// the 99th percentile beside the mean.
+// the 99th percentile of the round trips beside their mean.
 func measure(b *testing.B, op func() error) {
 	for range 50 {
 		if err := op(); err != nil {
@@ -92,7 +92,5 @@ func measure(b *testing.B, op func() error) {
 		rtts[i] = time.Since(t0)
 	}
 	b.StopTimer()
-	slices.Sort(rtts)
-	b.ReportMetric(float64(rtts[len(rtts)/2].Nanoseconds()), "p50-ns/op")
-	b.ReportMetric(float64(rtts[len(rtts)*99/100].Nanoseconds()), "p99-ns/op")
+	roundtrip.Report(b, rtts)
 }

@@ -5,12 +5,12 @@ package rpcrdma_test
 import (
 	"context"
 	"os"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/internal/benchprog"
 	"github.com/go-rpcrdma/rpcrdma/internal/lab"
+	"github.com/go-rpcrdma/rpcrdma/internal/roundtrip"
 	"github.com/go-rpcrdma/rpcrdma/rdma/verbs"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
@@ -68,12 +68,7 @@ func benchVerbsNull(b *testing.B, busyPoll time.Duration) {
 		rtts[i] = time.Since(t0)
 	}
 	b.StopTimer()
-	// The median beside ns/op (the mean): perftest's ib_send_lat reports
-	// its typical latency, the median, which a few long stalls of a busy
-	// machine do not move.
-	slices.Sort(rtts)
-	b.ReportMetric(float64(rtts[len(rtts)/2].Nanoseconds()), "p50-ns/op")
-	b.ReportMetric(float64(rtts[len(rtts)*99/100].Nanoseconds()), "p99-ns/op")
+	roundtrip.Report(b, rtts)
 	cli.Close()
 	conn.Close()
 	srv.Close()

@@ -5,10 +5,10 @@ package verbs
 import (
 	"context"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/roundtrip"
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/rdmatest"
 )
@@ -156,19 +156,7 @@ func benchPingPong(b *testing.B, opts Options) {
 	}
 	b.StopTimer()
 	<-done
-	reportRoundTrips(b, rtts)
-}
-
-// reportRoundTrips reports the median and 99th percentile of rtts beside
-// ns/op (their mean): perftest's ib_send_lat reports its typical latency,
-// the median, which a few long stalls of a busy machine do not move.
-func reportRoundTrips(b *testing.B, rtts []time.Duration) {
-	if len(rtts) == 0 {
-		return
-	}
-	slices.Sort(rtts)
-	b.ReportMetric(float64(rtts[len(rtts)/2].Nanoseconds()), "p50-ns/op")
-	b.ReportMetric(float64(rtts[len(rtts)*99/100].Nanoseconds()), "p99-ns/op")
+	roundtrip.Report(b, rtts)
 }
 
 func BenchmarkPingPong(b *testing.B)         { benchPingPong(b, Options{}) }

@@ -1,0 +1,30 @@
+package roundtrip
+
+import (
+	"testing"
+	"time"
+)
+
+type metrics map[string]float64
+
+func (m metrics) ReportMetric(n float64, unit string) { m[unit] = n }
+
+func TestReport(t *testing.T) {
+	var rtts []time.Duration
+	for i := 200; i >= 1; i-- { // 1..200 µs, unsorted
+		rtts = append(rtts, time.Duration(i)*time.Microsecond)
+	}
+	m := metrics{}
+	Report(m, rtts)
+	if got, want := m["p50-ns/op"], 101e3; got != want {
+		t.Errorf("p50 %v, want %v", got, want)
+	}
+	if got, want := m["p99-ns/op"], 199e3; got != want {
+		t.Errorf("p99 %v, want %v", got, want)
+	}
+	m = metrics{}
+	Report(m, nil)
+	if len(m) != 0 {
+		t.Errorf("no round trips reported %v", m)
+	}
+}
