@@ -29,7 +29,8 @@ import (
 // it skips. NULL,
 // GETATTR of a file with 64 calls in flight, a 1 MiB WRITE through a read
 // chunk, a 1 MiB READ into a write chunk with the data checked, and
-// READDIRPLUS through a reply chunk. knfsd must not invalidate remotely:
+// READDIRPLUS through a reply chunk, then NULL calls one at a time, most
+// of them on the short path. knfsd must not invalidate remotely:
 // the verbs provider's regions cannot take it.
 func TestVerbsLinuxNFS(t *testing.T) {
 	type target struct{ addr, device string }
@@ -87,6 +88,19 @@ func verbsKnfsd(t *testing.T, addr, device string) {
 	}
 	if err := knfsdDataPaths(t, cli, root, fh, data); err != nil {
 		t.Fatal(err)
+	}
+	// One call at a time, the caller processes the completion queue
+	// itself (the short path), sleeping on the device's completion
+	// channel: most such calls must take it.
+	before := cli.Stats().ShortPath
+	const calls = 20
+	for range calls {
+		if err := cli.Null(ctx, nfsProg, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := cli.Stats().ShortPath - before; n < calls/2 {
+		t.Errorf("%d of %d NULL calls made one at a time took the short path", n, calls)
 	}
 	s := conn.Stats()
 	if s.ReadChunks == 0 || s.ReplyChunks == 0 {
