@@ -495,9 +495,11 @@ type WaitInterrupter interface {
 	// completions available, if any, or else (0, nil). The interrupt is
 	// consumed by the Wait it makes return with no completions; one that
 	// returns completions may leave it pending, so a later Wait may
-	// return (0, nil) once without blocking. InterruptWait never blocks,
-	// does not allocate, and is safe to call from any goroutine, at any
-	// time, also after the connection has ended. It changes nothing
-	// else: completions stay queued, in order, for the next Poll or Wait.
+	// return (0, nil) once without blocking. InterruptWait does not wait
+	// for the Wait it interrupts (at most for a lock of the connection's
+	// that no one holds long), does not allocate, and is safe to call
+	// from any goroutine, at any time, also after the connection has
+	// ended. It changes nothing else: completions stay queued, in order,
+	// for the next Poll or Wait.
 	InterruptWait()
 }

@@ -11,8 +11,9 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
 )
 
-// The receive side of a Conn: the loop, which owns the completion queue,
-// and what it hands received messages to. The loop decodes each received
+// The receive side of a Conn: the loop, which owns the completion queue
+// (but while a requester's caller has the turn and processes it in the
+// loop's place, short.go), and what it hands received messages to. The loop decodes each received
 // message and passes it to the role's onMessage (requester.go,
 // responder.go) or the Backchannel, reposts the receive, and runs the
 // completion callbacks of send-queue work (conn_send.go). What it passes
@@ -137,9 +138,10 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 
 // handleRecv decodes the message msg that comp completed and dispatches
 // it by role. It copies what it keeps: msg is given back when it
-// returns. It runs on the loop, or, for a connection receiving from its
-// Listener's shared pool, on the pool's dispatcher (pool.go); either way
-// one goroutine at a time for a connection.
+// returns. It runs on the loop, on a requester's caller that has the turn
+// (short.go), or, for a connection receiving from its Listener's shared
+// pool, on the pool's dispatcher (pool.go); in every case one goroutine at
+// a time for a connection.
 func (c *Conn) handleRecv(comp rdma.Completion, msg []byte) {
 	c.received.Add(1)
 	if comp.Invalidated {

@@ -148,7 +148,8 @@
 //     of the buffer rings, Close, and the side goroutines and timers
 //     (goSide, afterFunc) that are the only work a connection runs off
 //     its loop, all of which Close stops or waits for.
-//   - conn_recv.go: the loop that owns the completion queue, Recv and Push.
+//   - conn_recv.go: the loop that owns the completion queue (but while a
+//     caller on the short path has it), Recv and Push.
 //   - short.go: the requester's short path, the turn between the loop and
 //     a caller.
 //   - conn_send.go: Send, and the posting every send goes through.
