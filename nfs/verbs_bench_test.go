@@ -6,6 +6,8 @@ import (
 	"context"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,18 +62,47 @@ func BenchmarkVerbsGetattr(b *testing.B) {
 }
 
 // BenchmarkKernelGetattr calls stat(2) on RPCRDMA_KERNEL_NFS_PATH, the
-// root of a kernel NFS mount with noac, where each stat is one GETATTR
-// (the mount's GETATTR count in /proc/self/mountstats grows by one per
-// stat).
+// root of a kernel NFS mount with noac, where each stat is one GETATTR:
+// it reports the mount's GETATTR count in /proc/self/mountstats per stat
+// (getattrs/op), which must be 1 for the round trip to be a GETATTR's.
 func BenchmarkKernelGetattr(b *testing.B) {
 	path := os.Getenv("RPCRDMA_KERNEL_NFS_PATH")
 	if path == "" {
 		b.Skip("set RPCRDMA_KERNEL_NFS_PATH to the root of a kernel NFS mount with noac (lab/bench-getattr.sh does)")
 	}
+	before := mountGetattrs(b, path)
 	measure(b, func() error {
 		_, err := os.Stat(path)
 		return err
 	})
+	// measure made 50 warm-up calls besides b.N.
+	b.ReportMetric(float64(mountGetattrs(b, path)-before)/float64(b.N+50), "getattrs/op")
+}
+
+// mountGetattrs returns the GETATTR calls the kernel's NFS client has made
+// on the mount at path, from /proc/self/mountstats.
+func mountGetattrs(b *testing.B, path string) uint64 {
+	data, err := os.ReadFile("/proc/self/mountstats")
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := false
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "device" {
+			in = len(f) > 4 && f[3] == "on" && f[4] == path
+			continue
+		}
+		if in && len(f) > 1 && f[0] == "GETATTR:" {
+			n, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				b.Fatalf("mountstats: %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("no GETATTR count for %s in /proc/self/mountstats", path)
+	return 0
 }
 
 // measure runs op b.N times after a warm-up, and reports the median and

@@ -25,6 +25,8 @@ gobench() { RPCRDMA_VERBS_ADDR=$IP RPCRDMA_VERBS_DEVICE=$D RPCRDMA_KERNEL_NFS_PA
               -test.run '^$' -test.bench "^$1\$" -test.benchtime 1000x -test.timeout 280s > /tmp/bg.go 2>&1 || echo "$1" >> $F
             awk '/^Benchmark/ { for (i = 1; i < NF; i++) if ($(i+1) == "p50-ns/op") v = $i / 1000 } END { print v + 0 }' /tmp/bg.go; }
 kern=$(gobench BenchmarkKernelGetattr)
+per=$(awk '/^Benchmark/ { for (i = 1; i < NF; i++) if ($(i+1) == "getattrs/op") v = $i } END { print v + 0 }' /tmp/bg.go)
+echo "fig kernel.getattrs_per_stat $per"
 ours=$(gobench BenchmarkVerbsGetattr)
 timeout 60 umount $M
 echo "fig perftest.send_lat_typical_us $lat"
