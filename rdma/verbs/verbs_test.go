@@ -6,6 +6,7 @@ import (
 	"flag"
 	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,26 +65,40 @@ func newProvider(t testing.TB, tg target, opts Options) *Provider {
 		t.Fatalf("listen %s: %v", tg.addr, err)
 	}
 	ln.Close()
-	fds := countFDs(t)
+	fds := openFDs(t)
 	t.Cleanup(func() {
 		if r := p.Resources(); r != (Resources{}) {
 			t.Errorf("resources still held: %+v", r)
 		}
 		// The device context that librdmacm opens once per device stays
 		// open; everything per connection must be gone.
-		if n := countFDs(t); n > fds {
-			t.Errorf("%d file descriptors open, %d before", n, fds)
+		if now := openFDs(t); len(now) > len(fds) {
+			var extra []string
+			for fd, target := range now {
+				if _, ok := fds[fd]; !ok {
+					extra = append(extra, fd+" -> "+target)
+				}
+			}
+			slices.Sort(extra)
+			t.Errorf("%d file descriptors open, %d before; new: %s", len(now), len(fds), strings.Join(extra, ", "))
 		}
 	})
 	return p
 }
 
-func countFDs(t testing.TB) int {
+// openFDs returns the process's open file descriptors and what each
+// refers to.
+func openFDs(t testing.TB) map[string]string {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatalf("count fds: %v", err)
 	}
-	return len(ents)
+	fds := make(map[string]string, len(ents))
+	for _, e := range ents {
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		fds[e.Name()] = target
+	}
+	return fds
 }
 
 func conformanceConfig(t *testing.T, tg target, opts Options) rdmatest.Config {
