@@ -4,13 +4,14 @@ package verbs
 
 import (
 	"flag"
-	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/lab"
+	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/rdmatest"
 )
 
@@ -65,6 +66,15 @@ func newProvider(t testing.TB, tg target, opts Options) *Provider {
 		t.Fatalf("listen %s: %v", tg.addr, err)
 	}
 	ln.Close()
+	// So does rdma_get_devices, for every device at once, the first time
+	// a shared receive queue is made: make one before counting too (the
+	// conformance suite's SharedRecv cases would otherwise open the other
+	// device's context, when they are the first in the process to).
+	q, err := p.NewSharedRecvQueue(rdma.SharedRecvConfig{})
+	if err != nil {
+		t.Fatalf("new shared receive queue: %v", err)
+	}
+	q.Close()
 	fds := openFDs(t)
 	t.Cleanup(func() {
 		if r := p.Resources(); r != (Resources{}) {
