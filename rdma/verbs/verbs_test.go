@@ -126,7 +126,14 @@ func conformanceConfig(t *testing.T, tg target, opts Options) rdmatest.Config {
 	return rdmatest.Config{
 		Skip:     skip,
 		Provider: p, ListenAddr: tg.addr + ":0",
-		Timeout: 20 * time.Second, NoTerminate: true, NoSolicitedFlag: true, RekeyAnyIndex: true,
+		// A case that ends a connection waits for both sides to hear
+		// of it; the side that did nothing wrong hears it from rdma_cm
+		// (the peer's disconnect). In the lab guest, under TCG, that has
+		// taken longer than 20 s about once in eight runs of the suites
+		// (rxe0 in busy-poll mode: SendNoRecv, RemoteInvalidateUnsupported),
+		// why is not known yet; a minute bounds a case without failing
+		// on it.
+		Timeout: time.Minute, NoTerminate: true, NoSolicitedFlag: true, RekeyAnyIndex: true,
 	}
 }
 
