@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"github.com/go-rpcrdma/rpcrdma/internal/roundtrip"
@@ -23,6 +22,9 @@ import (
 // compared with each other and with perftest's ib_send_lat in one guest
 // run (lab/bench-getattr.sh). Both report the median round trip
 // (p50-ns/op) beside the mean (ns/op).
+
+// warmup is the calls each benchmark makes before it measures.
+const warmup = 50
 
 // BenchmarkVerbsGetattr asks GETATTR of the export's root, one call at a
 // time, of the knfsd at RPCRDMA_VERBS_ADDR (MOUNT on TCP port 20048, NFS
@@ -55,7 +57,7 @@ func BenchmarkVerbsGetattr(b *testing.B) {
 	}
 	defer c.Close()
 	root := c.Root()
-	measure(b, func() error {
+	roundtrip.Measure(b, warmup, func() error {
 		_, err := c.Getattr(ctx, root)
 		return err
 	})
@@ -71,12 +73,11 @@ func BenchmarkKernelGetattr(b *testing.B) {
 		b.Skip("set RPCRDMA_KERNEL_NFS_PATH to the root of a kernel NFS mount with noac (lab/bench-getattr.sh does)")
 	}
 	before := mountGetattrs(b, path)
-	measure(b, func() error {
+	roundtrip.Measure(b, warmup, func() error {
 		_, err := os.Stat(path)
 		return err
 	})
-	// measure made 50 warm-up calls besides b.N.
-	b.ReportMetric(float64(mountGetattrs(b, path)-before)/float64(b.N+50), "getattrs/op")
+	b.ReportMetric(float64(mountGetattrs(b, path)-before)/float64(warmup+b.N), "getattrs/op")
 }
 
 // mountGetattrs returns the GETATTR calls the kernel's NFS client has made
@@ -103,25 +104,4 @@ func mountGetattrs(b *testing.B, path string) uint64 {
 	}
 	b.Fatalf("no GETATTR count for %s in /proc/self/mountstats", path)
 	return 0
-}
-
-// measure runs op b.N times after a warm-up, and reports the median and
-// the 99th percentile of the round trips beside their mean.
-func measure(b *testing.B, op func() error) {
-	for range 50 {
-		if err := op(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rtts := make([]time.Duration, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		t0 := time.Now()
-		if err := op(); err != nil {
-			b.Fatal(err)
-		}
-		rtts[i] = time.Since(t0)
-	}
-	b.StopTimer()
-	roundtrip.Report(b, rtts)
 }

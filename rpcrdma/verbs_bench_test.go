@@ -53,22 +53,8 @@ func benchVerbsNull(b *testing.B, busyPoll time.Duration) {
 	}
 	cli := rpc.NewClient(conn)
 	bc := benchprog.Client{C: cli}
-	for range 100 { // warm up: buffers, credits, the first calls' page faults
-		if err := bc.Null(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rtts := make([]time.Duration, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		t0 := time.Now()
-		if err := bc.Null(ctx); err != nil {
-			b.Fatal(err)
-		}
-		rtts[i] = time.Since(t0)
-	}
-	b.StopTimer()
-	roundtrip.Report(b, rtts)
+	// 100 warm-up calls: buffers, credits, the first calls' page faults.
+	roundtrip.Measure(b, 100, func() error { return bc.Null(ctx) })
 	cli.Close()
 	conn.Close()
 	srv.Close()

@@ -1,15 +1,38 @@
-// Package roundtrip reports what benchmarks of one call at a time
-// measure: the median and 99th percentile of their round trips.
+// Package roundtrip measures and reports what benchmarks of one call at a
+// time measure: the median and 99th percentile of their round trips.
 package roundtrip
 
 import (
 	"slices"
+	"testing"
 	"time"
 )
 
 // A Reporter is a *testing.B (its ReportMetric).
 type Reporter interface {
 	ReportMetric(n float64, unit string)
+}
+
+// Measure runs op warmup times, then b.N times timed, one at a time, and
+// reports the round trips (Report). It fails b on op's first error.
+func Measure(b *testing.B, warmup int, op func() error) {
+	b.Helper()
+	for range warmup {
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rtts := make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+		rtts[i] = time.Since(t0)
+	}
+	b.StopTimer()
+	Report(b, rtts)
 }
 
 // Report reports the median (p50-ns/op) and the 99th percentile

@@ -28,3 +28,13 @@ func TestReport(t *testing.T) {
 		t.Errorf("no round trips reported %v", m)
 	}
 }
+
+// BenchmarkMeasure: Measure runs op warmup + b.N times and reports both
+// percentiles (go test -bench Measure ./internal/roundtrip).
+func BenchmarkMeasure(b *testing.B) {
+	calls := 0
+	Measure(b, 5, func() error { calls++; return nil })
+	if calls != 5+b.N {
+		b.Fatalf("op ran %d times, want %d", calls, 5+b.N)
+	}
+}
