@@ -14,11 +14,8 @@
 # usage: lab/bench-getattr.sh [RUNS]   (default 3; the VM must be running)
 set -eu
 cd "$(dirname "$0")/.."
-WORK=${WORK:-/tmp/rpcrdma-lab}
 RUNS=${1:-3}
-SHARE=$(cat "$WORK/share-dir")
-D=$(mktemp -d "$SHARE/bench-getattr.XXXXXX")
-trap 'rm -rf "$D"' EXIT
-CGO_ENABLED=1 go test -c -tags verbs -o "$D/nfs.test" ./nfs
 . lab/rounds.sh
+rounds_dir bench-getattr
+CGO_ENABLED=1 go test -c -tags verbs -o "$D/nfs.test" ./nfs
 rounds bench-getattr.sh "$RUNS"

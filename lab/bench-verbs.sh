@@ -15,12 +15,9 @@
 # usage: lab/bench-verbs.sh [RUNS]   (default 3; the VM must be running)
 set -eu
 cd "$(dirname "$0")/.."
-WORK=${WORK:-/tmp/rpcrdma-lab}
 RUNS=${1:-3}
-SHARE=$(cat "$WORK/share-dir")
-D=$(mktemp -d "$SHARE/bench-verbs.XXXXXX")
-trap 'rm -rf "$D"' EXIT
+. lab/rounds.sh
+rounds_dir bench-verbs
 CGO_ENABLED=1 go test -c -tags verbs -o "$D/verbs.test" ./rdma/verbs
 CGO_ENABLED=1 go test -c -tags verbs -o "$D/rpcrdma.test" ./rpcrdma
-. lab/rounds.sh
 rounds bench-verbs.sh "$RUNS"

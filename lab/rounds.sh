@@ -1,11 +1,20 @@
 # Sourced by lab/bench-verbs.sh and lab/bench-getattr.sh, from the
-# repository's top directory, after they have built their test binaries
-# into $D, a directory of the share:
+# repository's top directory:
+#   rounds_dir NAME
+# sets D to a new directory of the lab VM's share (WORK, default
+# /tmp/rpcrdma-lab), removed when the calling script exits, for the test
+# binaries the script then builds there;
 #   rounds SCRIPT RUNS
 # copies lab/guest/SCRIPT into $D, runs it in the guest RUNS times (each
 # run one guest command, bounded), and prints the median and range over
 # the runs of every "fig NAME VALUE" and "ratio NAME VALUE" line it
-# printed. It removes $D when the calling script exits.
+# printed.
+rounds_dir() {
+    WORK=${WORK:-/tmp/rpcrdma-lab}
+    D=$(mktemp -d "$(cat "$WORK/share-dir")/$1.XXXXXX")
+    trap 'rm -rf "$D"' EXIT
+}
+
 rounds() {
     cp "lab/guest/$1" "$D/"
     chmod -R a+rX "$D"
