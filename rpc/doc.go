@@ -102,14 +102,14 @@
 // counts these too.
 //
 // On a Client, a Pusher's own goroutine delivers what it receives, and a
-// caller is woken from it. A transport that can instead run that delivery on the
-// caller's goroutine implements DirectPusher (the RPC-over-RDMA requester
-// does, see package rpcrdma): the Client sends every call with its
-// SendDeliver, which, with no other call in flight, sends the call and
+// caller is woken from it. A transport that can instead run that delivery
+// on the caller's goroutine implements DirectPusher (the RPC-over-RDMA
+// requester does, see package rpcrdma): the Client sends every call with
+// its SendDeliver, which, with no other call in flight, sends the call and
 // then delivers, on the caller's goroutine and in the transport's order,
 // whatever arrives (replies to other calls too) until the caller's own
-// reply is in its done channel, its context ends or the transport ends;
-// the Client then takes the reply from the channel as always.
+// reply is in its done channel, its context ends or the transport ends; the
+// Client then takes the reply from the channel as always.
 // ClientStats.ShortPath counts these calls as well.
 //
 // # Errors

@@ -13,15 +13,15 @@ import (
 
 // The receive side of a Conn: the loop, which owns the completion queue
 // (but while a requester's caller has the turn and processes it in the
-// loop's place, short.go), and what it hands received messages to. The loop decodes each received
-// message and passes it to the role's onMessage (requester.go,
-// responder.go) or the Backchannel, reposts the receive, and runs the
-// completion callbacks of send-queue work (conn_send.go). What it passes
-// on goes either to Recv through c.incoming (a fifo), or, once
+// loop's place, short.go), and what it hands received messages to. The loop
+// decodes each received message and passes it to the role's onMessage
+// (requester.go, responder.go) or the Backchannel, reposts the receive, and
+// runs the completion callbacks of send-queue work (conn_send.go). What it
+// passes on goes either to Recv through c.incoming (a fifo), or, once
 // rpc.Pusher's Push has been called, straight to the rpc layer's deliver
-// function (a requester's replies; a responder's calls without read
-// chunks, pushCall). The loop never blocks: everything that could (posting a
-// Send, an RDMA Read) runs in Send, Recv or a side goroutine (goSide).
+// function (a requester's replies; a responder's calls without read chunks,
+// pushCall). The loop never blocks: everything that could (posting a Send,
+// an RDMA Read) runs in Send, Recv or a side goroutine (goSide).
 
 // loop owns the completion queue until the connection ends, except while
 // a requester's caller has the turn (short.go).

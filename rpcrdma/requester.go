@@ -19,17 +19,17 @@ import (
 // matching replies.
 //
 // Life of a call. Send takes a credit; marshal decides how each part
-// travels (planCall, plan.go), registers the caller's memory for the
-// chunks it offers (register); send records the call by XID and posts the
-// Send. Whoever holds the completion queue, the loop or, on the short
-// path, the caller of the one call in flight (short.go), receives the
-// reply, checks it against what was offered, updates the grant,
-// invalidates every registration (but one the responder invalidated with
-// Send With Invalidate), returns the credit and hands the reply to Recv
-// (or to rpc.Pusher's deliver, on that same goroutine). A call abandoned by its caller (CancelCall) has its
-// registrations invalidated at once but keeps its credit until the reply
-// arrives, since the responder still counts it; if none comes within
-// AbandonTimeout, the connection ends (abandoned).
+// travels (planCall, plan.go), registers the caller's memory for the chunks
+// it offers (register); send records the call by XID and posts the Send.
+// Whoever holds the completion queue, the loop or, on the short path, the
+// caller of the one call in flight (short.go), receives the reply, checks
+// it against what was offered, updates the grant, invalidates every
+// registration (but one the responder invalidated with Send With
+// Invalidate), returns the credit and hands the reply to Recv (or to
+// rpc.Pusher's deliver, on that same goroutine). A call abandoned by its
+// caller (CancelCall) has its registrations invalidated at once but keeps
+// its credit until the reply arrives, since the responder still counts it;
+// if none comes within AbandonTimeout, the connection ends (abandoned).
 //
 // How a call travels (planCall):
 //   - DDP-eligible argument items of at least DDPThreshold bytes go in read
