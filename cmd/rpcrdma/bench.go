@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -46,7 +47,8 @@ type benchResult struct {
 }
 
 // benchCase is one measurement: outstanding workers each calling op in a
-// loop.
+// loop, or, with turns, cases of one outstanding operation measured
+// together.
 type benchCase struct {
 	transport   string
 	op          string
@@ -54,6 +56,42 @@ type benchCase struct {
 	outstanding int
 	// setup returns the operation each worker runs, and a cleanup.
 	setup func() (op func(ctx context.Context, worker int) error, cleanup func(), err error)
+	// turns, when set, are cases of one outstanding operation that one
+	// goroutine runs in turn, one operation of each per turn, each timed
+	// on its own and reported as a case of its own: a figure and its
+	// baseline measured over the same instants, which a ratio of
+	// latencies needs on a machine whose speed moves from one tenth of a
+	// second to the next. transport, op, size and setup are unused.
+	turns []benchCase
+}
+
+// parts returns the cases c reports: its turns, or c.
+func (c benchCase) parts() []benchCase {
+	if len(c.turns) > 0 {
+		return c.turns
+	}
+	return []benchCase{c}
+}
+
+// alternatedSuffix ends the op name of a case measured in turn with
+// others (benchCase.turns).
+const alternatedSuffix = "-alternated"
+
+// alternated returns a case that runs cs in turn, each renamed with
+// alternatedSuffix so as not to be mistaken for the case measured alone.
+func alternated(cs ...benchCase) benchCase {
+	var g benchCase
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.transport+" "+c.op)
+		if c.outstanding != 1 {
+			panic("bench: an alternated case must have one operation outstanding")
+		}
+		c.op += alternatedSuffix
+		g.turns = append(g.turns, c)
+	}
+	g.transport, g.op, g.outstanding = "alternated:", strings.Join(names, ", "), 1
+	return g
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
@@ -82,7 +120,15 @@ on a second connection with CRC on (transport "rdma+crc"), for its cost.
 The cases take turns: the suite runs --rounds times, each case for a
 slice of --duration per round, so that a baseline and the case compared
 with it are measured over the same stretch of time, under the same load
-from the rest of the machine.
+from the rest of the machine. The ping-pong and the two NULL cases with
+one call outstanding also run alternated (op "pingpong-alternated",
+"NULL-alternated"): one goroutine makes a ping-pong, an RPC-over-RDMA
+NULL and an ONC RPC over TCP NULL in turn, each timed on its own, so
+that the three are measured over the same instants: where the machine's
+speed moves from one tenth of a second to the next (a shared VM), it
+moves the three together. Each runs with colder caches than alone, so
+their figures are a little higher. An alternated case's allocs/op
+counts the whole turn.
 
 Per case: operations per second, MB/s of payload, p50 and p99 latency,
 and heap allocations per operation (client and in-process server
@@ -166,6 +212,18 @@ flags:
 	}
 	closers = append(closers, stopRC)
 	cases = append(cases, rc...)
+	if *connect == "" {
+		// The NULL calls and the ping-pong again, one of each in turn.
+		var g []benchCase
+		for _, k := range []caseKey{{"rawtcp", "pingpong", 64, 1}, {"rdma", "NULL", 0, 1}, {"tcp", "NULL", 0, 1}} {
+			for _, c := range cases {
+				if (caseKey{c.transport, c.op, c.size, c.outstanding}) == k {
+					g = append(g, c)
+				}
+			}
+		}
+		cases = append(cases, alternated(g...))
+	}
 	if *connect == "" && !tf.crc && tf.providerName == "iwarp" {
 		// The 1 MiB cases again with MPA CRC32c, on a connection of
 		// their own, for what CRC costs measured within the run.
@@ -213,15 +271,20 @@ flags:
 			return err
 		}
 		var results []benchResult
-		for i, c := range cases {
-			if len(samples[i]) == 0 {
-				continue // not reached before Ctrl-C
+		i := 0
+		for _, g := range cases {
+			for _, c := range g.parts() {
+				smp := samples[i]
+				i++
+				if len(smp) == 0 {
+					continue // not reached before Ctrl-C
+				}
+				r, err := summarize(c, smp)
+				if err != nil {
+					return fmt.Errorf("%s %s %d bytes, %d outstanding: %w", c.transport, c.op, c.size, c.outstanding, err)
+				}
+				results = append(results, r)
 			}
-			r, err := summarize(c, samples[i])
-			if err != nil {
-				return fmt.Errorf("%s %s %d bytes, %d outstanding: %w", c.transport, c.op, c.size, c.outstanding, err)
-			}
-			results = append(results, r)
 		}
 		if ctx.Err() == nil {
 			runs = append(runs, results)
@@ -277,11 +340,18 @@ type benchRun struct {
 
 // runRounds measures cases rounds times over, each for slice per round,
 // calling before (if not nil) ahead of each. It returns the samples of
-// each case and the number of whole rounds done: all of them, or fewer
-// when stop ends (Ctrl-C), which cuts the case being measured short and
-// measures no other. A case that fails ends the run with its error.
+// each case's parts, in order, and the number of whole rounds done: all
+// of them, or fewer when stop ends (Ctrl-C), which cuts the case being
+// measured short and measures no other. A case that fails ends the run
+// with its error.
 func runRounds(stop context.Context, cases []benchCase, rounds int, slice time.Duration, before func(round, i int)) ([][]caseSample, int, error) {
-	samples := make([][]caseSample, len(cases))
+	first := make([]int, len(cases)) // each case's first part's index
+	n := 0
+	for i, c := range cases {
+		first[i] = n
+		n += len(c.parts())
+	}
+	samples := make([][]caseSample, n)
 	for round := range rounds {
 		for i, c := range cases {
 			if stop.Err() != nil {
@@ -290,12 +360,22 @@ func runRounds(stop context.Context, cases []benchCase, rounds int, slice time.D
 			if before != nil {
 				before(round, i)
 			}
-			smp, err := measure(stop, c, slice)
+			var smps []caseSample
+			var err error
+			if len(c.turns) > 0 {
+				smps, err = measureTurns(stop, c.turns, slice)
+			} else {
+				var smp caseSample
+				smp, err = measure(stop, c, slice)
+				smps = []caseSample{smp}
+			}
 			if err != nil {
 				return nil, round, fmt.Errorf("%s %s %d bytes, %d outstanding: %w", c.transport, c.op, c.size, c.outstanding, err)
 			}
-			if len(smp.lat) > 0 {
-				samples[i] = append(samples[i], smp)
+			for k, smp := range smps {
+				if len(smp.lat) > 0 {
+					samples[first[i]+k] = append(samples[first[i]+k], smp)
+				}
 			}
 		}
 	}
@@ -376,6 +456,58 @@ func measure(stop context.Context, c benchCase, d time.Duration) (caseSample, er
 		smp.lat = append(smp.lat, l...)
 	}
 	return smp, nil
+}
+
+// measureTurns runs one round of cases in turn for d, or until stop ends,
+// after a short warm-up: one goroutine runs one operation of each case,
+// then the next turn. Each sample's elapsed time is the sum of its own
+// operations' latencies, so that its operations per second are those of
+// the case alone; its heap allocations are those of the whole round,
+// every case's (a count per case would need a stop of the world per
+// operation), so that its allocations per operation are per turn.
+func measureTurns(stop context.Context, cases []benchCase, d time.Duration) ([]caseSample, error) {
+	ops := make([]func(context.Context, int) error, len(cases))
+	for i, c := range cases {
+		op, cleanup, err := c.setup()
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		ops[i] = op
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+	defer cancel()
+	for range 3 {
+		for _, op := range ops {
+			if err := op(ctx, 0); err != nil {
+				return nil, err
+			}
+		}
+	}
+	smps := make([]caseSample, len(cases))
+	for i := range smps {
+		smps[i].lat = make([]time.Duration, 0, 1<<14)
+	}
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) && stop.Err() == nil {
+		for i, op := range ops {
+			t0 := time.Now()
+			if err := op(ctx, 0); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", cases[i].transport, cases[i].op, err)
+			}
+			l := time.Since(t0)
+			smps[i].lat = append(smps[i].lat, l)
+			smps[i].elapsed += l
+		}
+	}
+	runtime.ReadMemStats(&ms1)
+	for i := range smps {
+		smps[i].mallocs = ms1.Mallocs - ms0.Mallocs
+	}
+	return smps, nil
 }
 
 // summarize reports a case over all its rounds.

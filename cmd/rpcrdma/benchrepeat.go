@@ -41,6 +41,8 @@ func keyOf(r benchResult) caseKey { return caseKey{r.Transport, r.Op, r.Size, r.
 var benchRatios = []ratioDef{
 	{"rdma NULL p50 / raw TCP ping-pong p50", caseKey{"rdma", "NULL", 0, 1}, caseKey{"rawtcp", "pingpong", 64, 1}, "p50"},
 	{"tcp NULL p50 / raw TCP ping-pong p50", caseKey{"tcp", "NULL", 0, 1}, caseKey{"rawtcp", "pingpong", 64, 1}, "p50"},
+	{"rdma NULL p50 / raw TCP ping-pong p50, alternated", caseKey{"rdma", "NULL" + alternatedSuffix, 0, 1}, caseKey{"rawtcp", "pingpong" + alternatedSuffix, 64, 1}, "p50"},
+	{"tcp NULL p50 / raw TCP ping-pong p50, alternated", caseKey{"tcp", "NULL" + alternatedSuffix, 0, 1}, caseKey{"rawtcp", "pingpong" + alternatedSuffix, 64, 1}, "p50"},
 	{"rdma NULL x32 ops/s / tcp NULL x32 ops/s", caseKey{"rdma", "NULL", 0, 32}, caseKey{"tcp", "NULL", 0, 32}, "ops"},
 	{"rdma WRITE 1 MiB MB/s / raw TCP bulk", caseKey{"rdma", "WRITE", mib, 1}, caseKey{"rawtcp", "bulk", mib, 1}, "mbps"},
 	{"rdma READ 1 MiB MB/s / raw TCP bulk", caseKey{"rdma", "READ", mib, 1}, caseKey{"rawtcp", "bulk", mib, 1}, "mbps"},

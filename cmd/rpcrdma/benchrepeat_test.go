@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -103,4 +104,56 @@ func TestBenchRepeat(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "median of 2 runs") || !strings.Contains(out, "ratios within each run") {
 		t.Fatalf("bench --repeat table: exit %d\n%s\n%s", code, out, errOut)
 	}
+}
+
+// TestMeasureTurns: the cases of an alternated case take turns one
+// operation at a time, each operation is timed and counted for its own
+// case, and a case's elapsed time is the sum of its own latencies.
+func TestMeasureTurns(t *testing.T) {
+	var order []string
+	mk := func(name string, d time.Duration) benchCase {
+		return benchCase{transport: name, op: "op", outstanding: 1,
+			setup: func() (func(context.Context, int) error, func(), error) {
+				return func(context.Context, int) error {
+					order = append(order, name)
+					time.Sleep(d)
+					return nil
+				}, func() {}, nil
+			}}
+	}
+	g := alternated(mk("a", time.Millisecond), mk("b", 4*time.Millisecond))
+	if g.turns[0].op != "op"+alternatedSuffix || len(g.parts()) != 2 {
+		t.Fatalf("alternated: %+v", g)
+	}
+	smps, err := measureTurns(context.Background(), g.turns, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(order); i++ {
+		if order[i] == order[i-1] {
+			t.Fatalf("%s ran twice in a row: %v", order[i], order)
+		}
+	}
+	a, b := smps[0], smps[1]
+	if len(a.lat) == 0 || len(a.lat) != len(b.lat) {
+		t.Fatalf("%d and %d operations, want the same number, more than 0", len(a.lat), len(b.lat))
+	}
+	for i := range a.lat {
+		if a.lat[i] < time.Millisecond || b.lat[i] < 4*time.Millisecond {
+			t.Fatalf("turn %d: %v and %v, want at least 1ms and 4ms", i, a.lat[i], b.lat[i])
+		}
+	}
+	var sum time.Duration
+	for _, l := range b.lat {
+		sum += l
+	}
+	if b.elapsed != sum {
+		t.Errorf("elapsed %v, want the sum of the latencies %v", b.elapsed, sum)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("alternated accepted a case with 32 outstanding")
+		}
+	}()
+	alternated(benchCase{outstanding: 32})
 }

@@ -316,6 +316,27 @@ func TestBenchJSON(t *testing.T) {
 			t.Errorf("no rdma %s case", op)
 		}
 	}
+	for _, c := range []string{"rawtcp pingpong-alternated 64 x1", "rdma NULL-alternated 0 x1", "tcp NULL-alternated 0 x1"} {
+		if cases[c] != 1 {
+			t.Errorf("case %s reported %d times, want once", c, cases[c])
+		}
+	}
+	var rats struct {
+		Ratios []benchRatio `json:"ratios"`
+	}
+	json.Unmarshal([]byte(out), &rats)
+	found := 0
+	for _, r := range rats.Ratios {
+		if strings.HasSuffix(r.Name, ", alternated") {
+			found++
+			if r.Median <= 0 || r.Runs != 1 {
+				t.Errorf("ratio %+v", r)
+			}
+		}
+	}
+	if found != 2 {
+		t.Errorf("%d alternated ratios, want 2: %+v", found, rats.Ratios)
+	}
 }
 
 func TestServeBenchConnect(t *testing.T) {
