@@ -500,12 +500,13 @@ func TestPingReconnect(t *testing.T) {
 }
 
 // TestProviderFlag: --provider names iwarp or verbs; verbs in a build
-// without it, an unknown name and --device without verbs fail at once
-// with one line saying why.
+// without it, an unknown name, --device and --busy-poll without verbs fail
+// at once with one line saying why.
 func TestProviderFlag(t *testing.T) {
 	cases := [][]string{
 		{"ping", "--provider", "ib", "127.0.0.1:1"},
 		{"ping", "--device", "rxe0", "127.0.0.1:1"},
+		{"serve", "--busy-poll", "-1ns", "--listen", "127.0.0.1:0"},
 	}
 	if !verbs.Available {
 		cases = append(cases, []string{"serve", "--provider", "verbs", "--listen", "127.0.0.1:0"})

@@ -31,8 +31,9 @@ type transportFlags struct {
 	// exchange, as a Linux soft-iWARP (siw) responder needs
 	// (iwarp.SiwFirstSendDelay).
 	firstSendDelay time.Duration
-	providerName   string // "iwarp" or "verbs"
-	device         string // verbs: the RDMA device connections must use
+	providerName   string        // "iwarp" or "verbs"
+	device         string        // verbs: the RDMA device connections must use
+	busyPoll       time.Duration // verbs: verbs.Options.BusyPoll
 }
 
 func (f *transportFlags) register(fs *flag.FlagSet, responder bool) {
@@ -53,6 +54,7 @@ func (f *transportFlags) register(fs *flag.FlagSet, responder bool) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.providerName, "provider", "iwarp", "RDMA provider: iwarp (software iWARP over TCP) or verbs (rdma-core; a -tags verbs build)")
 	fs.StringVar(&f.device, "device", "", "with --provider verbs: the RDMA device to use (rdma_cm picks it by IP address; this checks it)")
+	fs.DurationVar(&f.busyPoll, "busy-poll", 0, "with --provider verbs: poll the completion queue this long before sleeping on its completion channel; negative: only poll, never sleep, as perftest does without -e (each waiting goroutine then keeps a CPU busy)")
 }
 
 // check returns a usage error for a flag value out of range.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,12 +148,14 @@ flags:
 	if len(rtts) == 0 {
 		return fmt.Errorf("all %d NULL calls failed", *count)
 	}
-	lo, hi, sum := rtts[0], rtts[0], time.Duration(0)
+	var sum time.Duration
 	for _, r := range rtts {
-		lo, hi, sum = min(lo, r), max(hi, r), sum+r
+		sum += r
 	}
-	fmt.Fprintf(stdout, "%s: min %v, avg %v, max %v\n", plural(len(rtts), "call"),
-		lo.Round(time.Microsecond), (sum / time.Duration(len(rtts))).Round(time.Microsecond), hi.Round(time.Microsecond))
+	slices.Sort(rtts)
+	fmt.Fprintf(stdout, "%s: min %v, median %v, avg %v, max %v\n", plural(len(rtts), "call"),
+		rtts[0].Round(time.Microsecond), rtts[len(rtts)/2].Round(time.Microsecond),
+		(sum / time.Duration(len(rtts))).Round(time.Microsecond), rtts[len(rtts)-1].Round(time.Microsecond))
 	if failed > 0 {
 		return fmt.Errorf("%d of %d NULL calls failed", failed, *count)
 	}

@@ -14,6 +14,9 @@ func (f *transportFlags) checkProvider() error {
 		if f.device != "" {
 			return usagef("--device %q: only with --provider verbs", f.device)
 		}
+		if f.busyPoll != 0 {
+			return usagef("--busy-poll %v: only with --provider verbs (the software iWARP reads its socket through Go's network poller)", f.busyPoll)
+		}
 	case "verbs":
 		if !verbs.Available {
 			return usagef("--provider verbs: %v", verbs.ErrNotBuilt)
@@ -30,7 +33,7 @@ func (f *transportFlags) checkProvider() error {
 // provider returns the provider the flags describe.
 func (f *transportFlags) provider() (rdma.Provider, error) {
 	if f.providerName == "verbs" {
-		return verbs.New(verbs.Options{Device: f.device, Logger: f.logger()})
+		return verbs.New(verbs.Options{Device: f.device, BusyPoll: f.busyPoll, Logger: f.logger()})
 	}
 	o := iwarp.Options{Revision: f.mpaRev, CRC: iwarp.CRCFollow, FirstSendDelay: f.firstSendDelay}
 	if f.crc {
