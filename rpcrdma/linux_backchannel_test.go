@@ -40,9 +40,10 @@ const (
 	wnd4Contention      = 1 // why_no_delegation4
 	wnd4Resource        = 2
 
-	cbCompound   = 1  // CB_COMPOUND
-	cbOpRecall   = 4  // OP_CB_RECALL
-	cbOpSequence = 11 // OP_CB_SEQUENCE
+	cbCompound    = 1  // CB_COMPOUND
+	cbOpRecall    = 4  // OP_CB_RECALL
+	cbOpRecallAny = 8  // OP_CB_RECALL_ANY
+	cbOpSequence  = 11 // OP_CB_SEQUENCE
 
 	createSessionConnBackChan = 0x2 // CREATE_SESSION4_FLAG_CONN_BACK_CHAN
 
@@ -112,7 +113,9 @@ func channelAttrs(b []byte, maxReq, maxResp, maxCached, maxOps, maxReqs uint32) 
 
 // cbServer is a minimal NFSv4.1 callback service (RFC 8881 section 20):
 // CB_COMPOUND with CB_SEQUENCE and CB_RECALL, each answered NFS4_OK; the
-// stateids recalled go to recalls.
+// stateids recalled go to recalls. CB_RECALL_ANY, which a server may send
+// at any time to have state given back (section 20.6; Linux knfsd does
+// under memory pressure), is answered NFS4_OK and otherwise ignored.
 type cbServer struct {
 	t       *testing.T
 	recalls chan []byte
@@ -148,6 +151,11 @@ func (s *cbServer) compound(ctx context.Context, c *rpc.Call) (rpc.Body, error) 
 			res = xdr.AppendUint32(res, code)
 			res = xdr.AppendUint32(res, 0)
 			s.recalls <- stateid
+		case cbOpRecallAny:
+			d.Uint32() // craa_objects_to_keep
+			d.Skip(4 * int(d.Uint32()))
+			res = xdr.AppendUint32(res, code)
+			res = xdr.AppendUint32(res, 0)
 		default:
 			s.t.Errorf("callback operation %d not expected", code)
 			return rpc.Body{}, rpc.ErrGarbageArgs
