@@ -622,7 +622,7 @@ func appendArgs(a interface{ Append(*rpc.Body) }) []byte {
 
 // snapshot returns every path under base but not under skip, with its
 // mode, size and contents.
-func snapshot(t *testing.T, base, skip string) map[string]string {
+func snapshot(t testing.TB, base, skip string) map[string]string {
 	t.Helper()
 	m := make(map[string]string)
 	filepath.Walk(base, func(p string, fi os.FileInfo, err error) error {
