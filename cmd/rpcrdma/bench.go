@@ -126,9 +126,12 @@ one call outstanding also run alternated (op "pingpong-alternated",
 NULL and an ONC RPC over TCP NULL in turn, each timed on its own, so
 that the three are measured over the same instants: where the machine's
 speed moves from one tenth of a second to the next (a shared VM), it
-moves the three together. Each runs with colder caches than alone, so
-their figures are a little higher. An alternated case's allocs/op
-counts the whole turn.
+moves the three together. So do the raw bulk transfer and the 1 MiB
+WRITE and READ, with CRC off and on ("bulk-alternated",
+"WRITE-alternated", "READ-alternated"). Each runs with colder caches
+than alone, so their figures differ a little. An alternated case's
+ops/s are those of its own operations over their own time; its
+allocs/op counts the whole turn.
 
 Per case: operations per second, MB/s of payload, p50 and p99 latency,
 and heap allocations per operation (client and in-process server
@@ -212,18 +215,6 @@ flags:
 	}
 	closers = append(closers, stopRC)
 	cases = append(cases, rc...)
-	if *connect == "" {
-		// The NULL calls and the ping-pong again, one of each in turn.
-		var g []benchCase
-		for _, k := range []caseKey{{"rawtcp", "pingpong", 64, 1}, {"rdma", "NULL", 0, 1}, {"tcp", "NULL", 0, 1}} {
-			for _, c := range cases {
-				if (caseKey{c.transport, c.op, c.size, c.outstanding}) == k {
-					g = append(g, c)
-				}
-			}
-		}
-		cases = append(cases, alternated(g...))
-	}
 	if *connect == "" && !tf.crc && tf.providerName == "iwarp" {
 		// The 1 MiB cases again with MPA CRC32c, on a connection of
 		// their own, for what CRC costs measured within the run.
@@ -240,6 +231,26 @@ flags:
 				cases = append(cases, c)
 			}
 		}
+	}
+	if *connect == "" {
+		// The cases the ratios with one operation at a time compare,
+		// again, one of each in turn: the ping-pong and the NULLs, and
+		// raw bulk and the 1 MiB WRITE and READ, CRC off and on.
+		pick := func(keys ...caseKey) []benchCase {
+			var g []benchCase
+			for _, k := range keys {
+				for _, c := range cases {
+					if (caseKey{c.transport, c.op, c.size, c.outstanding}) == k {
+						g = append(g, c)
+					}
+				}
+			}
+			return g
+		}
+		cases = append(cases,
+			alternated(pick(caseKey{"rawtcp", "pingpong", 64, 1}, caseKey{"rdma", "NULL", 0, 1}, caseKey{"tcp", "NULL", 0, 1})...),
+			alternated(pick(caseKey{"rawtcp", "bulk", mib, 1}, caseKey{"rdma", "WRITE", mib, 1}, caseKey{"rdma", "READ", mib, 1},
+				caseKey{"rdma+crc", "WRITE", mib, 1}, caseKey{"rdma+crc", "READ", mib, 1})...))
 	}
 
 	progress := !*jsonOut && isTerminal(stderr)

@@ -50,6 +50,10 @@ var benchRatios = []ratioDef{
 	{"rdma READ 1 MiB x4 MB/s / raw TCP bulk x4", caseKey{"rdma", "READ", mib, 4}, caseKey{"rawtcp", "bulk", mib, 4}, "mbps"},
 	{"CRC on / off, WRITE 1 MiB MB/s", caseKey{"rdma+crc", "WRITE", mib, 1}, caseKey{"rdma", "WRITE", mib, 1}, "mbps"},
 	{"CRC on / off, READ 1 MiB MB/s", caseKey{"rdma+crc", "READ", mib, 1}, caseKey{"rdma", "READ", mib, 1}, "mbps"},
+	{"rdma WRITE 1 MiB MB/s / raw TCP bulk, alternated", caseKey{"rdma", "WRITE" + alternatedSuffix, mib, 1}, caseKey{"rawtcp", "bulk" + alternatedSuffix, mib, 1}, "mbps"},
+	{"rdma READ 1 MiB MB/s / raw TCP bulk, alternated", caseKey{"rdma", "READ" + alternatedSuffix, mib, 1}, caseKey{"rawtcp", "bulk" + alternatedSuffix, mib, 1}, "mbps"},
+	{"CRC on / off, WRITE 1 MiB MB/s, alternated", caseKey{"rdma+crc", "WRITE" + alternatedSuffix, mib, 1}, caseKey{"rdma", "WRITE" + alternatedSuffix, mib, 1}, "mbps"},
+	{"CRC on / off, READ 1 MiB MB/s, alternated", caseKey{"rdma+crc", "READ" + alternatedSuffix, mib, 1}, caseKey{"rdma", "READ" + alternatedSuffix, mib, 1}, "mbps"},
 }
 
 // benchRatio is one ratio over the runs: its median and range.

@@ -301,7 +301,7 @@ func TestBenchJSON(t *testing.T) {
 		if r.Transport == "rdma" {
 			ops[r.Op] = true
 		}
-		if r.Transport == "rdma+crc" && (r.Size != 1<<20 || r.Op != "WRITE" && r.Op != "READ") {
+		if r.Transport == "rdma+crc" && (r.Size != 1<<20 || !strings.HasPrefix(r.Op, "WRITE") && !strings.HasPrefix(r.Op, "READ")) {
 			t.Errorf("an rdma+crc case other than the 1 MiB WRITE and READ: %+v", r)
 		}
 		cases[fmt.Sprintf("%s %s %d x%d", r.Transport, r.Op, r.Size, r.Outstanding)]++
@@ -316,7 +316,9 @@ func TestBenchJSON(t *testing.T) {
 			t.Errorf("no rdma %s case", op)
 		}
 	}
-	for _, c := range []string{"rawtcp pingpong-alternated 64 x1", "rdma NULL-alternated 0 x1", "tcp NULL-alternated 0 x1"} {
+	for _, c := range []string{"rawtcp pingpong-alternated 64 x1", "rdma NULL-alternated 0 x1", "tcp NULL-alternated 0 x1",
+		"rawtcp bulk-alternated 1048576 x1", "rdma WRITE-alternated 1048576 x1", "rdma READ-alternated 1048576 x1",
+		"rdma+crc WRITE-alternated 1048576 x1", "rdma+crc READ-alternated 1048576 x1"} {
 		if cases[c] != 1 {
 			t.Errorf("case %s reported %d times, want once", c, cases[c])
 		}
@@ -334,8 +336,8 @@ func TestBenchJSON(t *testing.T) {
 			}
 		}
 	}
-	if found != 2 {
-		t.Errorf("%d alternated ratios, want 2: %+v", found, rats.Ratios)
+	if found != 6 {
+		t.Errorf("%d alternated ratios, want 6: %+v", found, rats.Ratios)
 	}
 }
 
