@@ -247,10 +247,15 @@ flags:
 			}
 			return g
 		}
-		cases = append(cases,
-			alternated(pick(caseKey{"rawtcp", "pingpong", 64, 1}, caseKey{"rdma", "NULL", 0, 1}, caseKey{"tcp", "NULL", 0, 1})...),
-			alternated(pick(caseKey{"rawtcp", "bulk", mib, 1}, caseKey{"rdma", "WRITE", mib, 1}, caseKey{"rdma", "READ", mib, 1},
-				caseKey{"rdma+crc", "WRITE", mib, 1}, caseKey{"rdma+crc", "READ", mib, 1})...))
+		for _, g := range [][]benchCase{
+			pick(caseKey{"rawtcp", "pingpong", 64, 1}, caseKey{"rdma", "NULL", 0, 1}, caseKey{"tcp", "NULL", 0, 1}),
+			pick(caseKey{"rawtcp", "bulk", mib, 1}, caseKey{"rdma", "WRITE", mib, 1}, caseKey{"rdma", "READ", mib, 1},
+				caseKey{"rdma+crc", "WRITE", mib, 1}, caseKey{"rdma+crc", "READ", mib, 1}),
+		} {
+			if len(g) > 1 {
+				cases = append(cases, alternated(g...))
+			}
+		}
 	}
 
 	progress := !*jsonOut && isTerminal(stderr)
