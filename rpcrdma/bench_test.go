@@ -2,6 +2,8 @@ package rpcrdma
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
 	"net"
 	"slices"
 	"testing"
@@ -130,5 +132,115 @@ func BenchmarkPaths(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkAfterGap measures a NULL and a 1 MiB WRITE (a read chunk,
+// pulled by RDMA Read) over the software iWARP, and a raw TCP ping-pong
+// and 1 MiB transfer, acknowledged, one at a time: back to back, and after a 1.5 ms gap before each, idle (sleeping) or busy (this
+// goroutine spinning), as a program that does other work between calls
+// has. It reports each operation's mean time (ns/op, gaps left out) and
+// p50. Back to back, the connections'
+// goroutines and the machine's cores are awake when the next call comes;
+// after a gap they are not, and the RDMA path, which hands each call
+// between more goroutines than raw TCP does, pays for waking them:
+// `go test -run '^$' -bench AfterGap ./rpcrdma/`.
+func BenchmarkAfterGap(b *testing.B) {
+	cli := benchClients(b)["rdma"]
+	args := ddpArgs(pattern(1<<20, 1))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		// A message is its length (4 bytes) and that many bytes; the
+		// acknowledgement is 64 bytes.
+		buf := make([]byte, 1<<20)
+		for {
+			if _, err := io.ReadFull(c, buf[:4]); err != nil {
+				return
+			}
+			n := binary.BigEndian.Uint32(buf)
+			if n > 1<<20 {
+				return
+			}
+			if _, err := io.ReadFull(c, buf[:n]); err != nil {
+				return
+			}
+			if _, err := c.Write(buf[:64]); err != nil {
+				return
+			}
+		}
+	}()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ack := make([]byte, 64)
+	raw := func(n int) func() {
+		msg := binary.BigEndian.AppendUint32(nil, uint32(n))
+		msg = append(msg, make([]byte, n)...)
+		return func() {
+			if _, err := c.Write(msg); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, ack); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ops := []struct {
+		name string
+		do   func()
+	}{
+		{"rdma-null", func() {
+			if err := cli.Null(context.Background(), testProg, testVers); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"raw-tcp-pingpong", raw(64)},
+		{"rdma-write-1MiB", func() { benchCall(b, cli, procSum, args, nil, 0) }},
+		{"raw-tcp-1MiB", raw(1 << 20)},
+	}
+	const gap = 1500 * time.Microsecond
+	gaps := []struct {
+		name   string
+		before func()
+	}{
+		{"back-to-back", func() {}},
+		{"after-idle", func() { time.Sleep(gap) }},
+		{"after-busy", func() {
+			for t := time.Now(); time.Since(t) < gap; {
+			}
+		}},
+	}
+	for _, op := range ops {
+		for _, g := range gaps {
+			b.Run(op.name+"/"+g.name, func(b *testing.B) {
+				// The operations are timed one by one: the gaps are
+				// not theirs, and StopTimer would stop the world
+				// (runtime.ReadMemStats) in each gap.
+				lat := make([]time.Duration, 0, b.N)
+				var sum time.Duration
+				for b.Loop() {
+					g.before()
+					t0 := time.Now()
+					op.do()
+					d := time.Since(t0)
+					lat = append(lat, d)
+					sum += d
+				}
+				slices.Sort(lat)
+				b.ReportMetric(float64(sum.Nanoseconds())/float64(len(lat)), "ns/op")
+				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+			})
+		}
 	}
 }
