@@ -102,6 +102,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	rounds := fs.Int("rounds", 3, "measure the suite this many times over, each case for duration/rounds per round, and report each case over all its rounds")
 	repeat := fs.Int("repeat", 1, "run the whole suite this many times and report each figure as the median over the runs, with its range, and the ratios to the baselines taken within each run")
 	jsonOut := fs.Bool("json", false, "print one JSON object with a results array instead of a table")
+	gap := fs.Duration("gap", 0, "with one operation outstanding, sleep this long before each operation, as a program that does other work between its calls does (each case's ops/s are then over its operations' own time)")
 	var tf transportFlags
 	tf.register(fs, false)
 	fs.Usage = func() {
@@ -132,6 +133,14 @@ WRITE and READ, with CRC off and on ("bulk-alternated",
 than alone, so their figures differ a little. An alternated case's
 ops/s are those of its own operations over their own time; its
 allocs/op counts the whole turn.
+
+All of these are calls made back to back, while the connections'
+goroutines and the machine's cores are awake. --gap D sleeps D before
+each operation of the cases with one outstanding, as a program that
+does other work between its calls does: there the RPC-over-RDMA calls,
+which wake more goroutines than raw TCP does, lose more (on a 2-core VM
+with --gap 1.5ms, the NULL's p50 went from 1.3-1.5x the ping-pong's to
+2-4x).
 
 Per case: operations per second, MB/s of payload, p50 and p99 latency,
 and heap allocations per operation (client and in-process server
@@ -179,6 +188,9 @@ flags:
 	}
 	if *repeat < 1 || *repeat > 100 {
 		return usagef("--repeat %d: want 1 to 100", *repeat)
+	}
+	if *gap < 0 || *gap > time.Second {
+		return usagef("--gap %v: want 0 to 1s", *gap)
 	}
 
 	var cases []benchCase
@@ -279,7 +291,7 @@ flags:
 	var runs [][]benchResult
 	var interrupted error
 	for run = 0; run < *repeat; run++ {
-		samples, done, err := runRounds(ctx, cases, *rounds, *duration/time.Duration(*rounds), before)
+		samples, done, err := runRounds(ctx, cases, *rounds, *duration/time.Duration(*rounds), *gap, before)
 		if progress {
 			fmt.Fprint(stderr, "\r\033[K")
 		}
@@ -360,7 +372,7 @@ type benchRun struct {
 // of them, or fewer when stop ends (Ctrl-C), which cuts the case being
 // measured short and measures no other. A case that fails ends the run
 // with its error.
-func runRounds(stop context.Context, cases []benchCase, rounds int, slice time.Duration, before func(round, i int)) ([][]caseSample, int, error) {
+func runRounds(stop context.Context, cases []benchCase, rounds int, slice, gap time.Duration, before func(round, i int)) ([][]caseSample, int, error) {
 	first := make([]int, len(cases)) // each case's first part's index
 	n := 0
 	for i, c := range cases {
@@ -379,10 +391,10 @@ func runRounds(stop context.Context, cases []benchCase, rounds int, slice time.D
 			var smps []caseSample
 			var err error
 			if len(c.turns) > 0 {
-				smps, err = measureTurns(stop, c.turns, slice)
+				smps, err = measureTurns(stop, c.turns, slice, gap)
 			} else {
 				var smp caseSample
-				smp, err = measure(stop, c, slice)
+				smp, err = measure(stop, c, slice, gap)
 				smps = []caseSample{smp}
 			}
 			if err != nil {
@@ -417,7 +429,10 @@ type caseSample struct {
 
 // measure runs one round of a case for d after a short warm-up, or until
 // stop ends (Ctrl-C): the sample then covers the time measured.
-func measure(stop context.Context, c benchCase, d time.Duration) (caseSample, error) {
+func measure(stop context.Context, c benchCase, d, gap time.Duration) (caseSample, error) {
+	if c.outstanding != 1 {
+		gap = 0
+	}
 	op, cleanup, err := c.setup()
 	if err != nil {
 		return caseSample{}, err
@@ -449,6 +464,9 @@ func measure(stop context.Context, c benchCase, d time.Duration) (caseSample, er
 		go func() {
 			defer wg.Done()
 			for {
+				if gap > 0 {
+					time.Sleep(gap)
+				}
 				t0 := time.Now()
 				if !t0.Before(deadline) || stop.Err() != nil {
 					return
@@ -468,6 +486,14 @@ func measure(stop context.Context, c benchCase, d time.Duration) (caseSample, er
 		return caseSample{}, err
 	}
 	smp := caseSample{elapsed: elapsed, mallocs: ms1.Mallocs - ms0.Mallocs}
+	if gap > 0 {
+		// Operations per second over the operations' own time, not
+		// the gaps'.
+		smp.elapsed = 0
+		for _, l := range lat[0] {
+			smp.elapsed += l
+		}
+	}
 	for _, l := range lat {
 		smp.lat = append(smp.lat, l...)
 	}
@@ -481,7 +507,7 @@ func measure(stop context.Context, c benchCase, d time.Duration) (caseSample, er
 // the case alone; its heap allocations are those of the whole round,
 // every case's (a count per case would need a stop of the world per
 // operation), so that its allocations per operation are per turn.
-func measureTurns(stop context.Context, cases []benchCase, d time.Duration) ([]caseSample, error) {
+func measureTurns(stop context.Context, cases []benchCase, d, gap time.Duration) ([]caseSample, error) {
 	ops := make([]func(context.Context, int) error, len(cases))
 	for i, c := range cases {
 		op, cleanup, err := c.setup()
@@ -510,6 +536,9 @@ func measureTurns(stop context.Context, cases []benchCase, d time.Duration) ([]c
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && stop.Err() == nil {
 		for i, op := range ops {
+			if gap > 0 {
+				time.Sleep(gap)
+			}
 			t0 := time.Now()
 			if err := op(ctx, 0); err != nil {
 				return nil, fmt.Errorf("%s %s: %w", cases[i].transport, cases[i].op, err)

@@ -125,7 +125,7 @@ func TestMeasureTurns(t *testing.T) {
 	if g.turns[0].op != "op"+alternatedSuffix || len(g.parts()) != 2 {
 		t.Fatalf("alternated: %+v", g)
 	}
-	smps, err := measureTurns(context.Background(), g.turns, 100*time.Millisecond)
+	smps, err := measureTurns(context.Background(), g.turns, 100*time.Millisecond, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -523,3 +523,26 @@ func TestProviderFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchGap: --gap sleeps before each operation of the cases with one
+// outstanding, and only of those: in a 100 ms slice with a 2 ms gap such
+// a case makes at most 50 operations, the NULL with 32 outstanding many
+// more. A negative gap is a usage error.
+func TestBenchGap(t *testing.T) {
+	out, errOut, code := rpcrdmaCmd(t, 120*time.Second, "bench", "--gap", "2ms", "--duration", "100ms", "--rounds", "1", "--json")
+	if code != 0 {
+		t.Fatalf("bench --gap: exit %d\n%s", code, errOut)
+	}
+	b := checkBench(t, out, "rawtcp", "tcp", "rdma")
+	for _, r := range b.Results {
+		switch {
+		case r.Outstanding == 1 && r.Ops > 50:
+			t.Errorf("%s %s %d x1: %d operations in 100 ms with a 2 ms gap before each", r.Transport, r.Op, r.Size, r.Ops)
+		case r.Transport == "rdma" && r.Op == "NULL" && r.Outstanding == 32 && r.Ops <= 50:
+			t.Errorf("rdma NULL x32: %d operations in 100 ms: the gap slowed a case with 32 outstanding", r.Ops)
+		}
+	}
+	if _, errOut, code := rpcrdmaCmd(t, 10*time.Second, "bench", "--gap", "-1s"); code != 2 || !strings.Contains(errOut, "--gap") {
+		t.Errorf("bench --gap -1s: exit %d\n%s", code, errOut)
+	}
+}
