@@ -3,13 +3,13 @@ package rpc
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/roundtrip"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
@@ -61,40 +61,11 @@ func BenchmarkEcho(b *testing.B) {
 // same machine in the same run: compare the p50-ns figures.
 func BenchmarkTCPNull(b *testing.B) {
 	b.Run("raw", func(b *testing.B) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
-		go func() {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			buf := make([]byte, 64)
-			for {
-				if _, err := io.ReadFull(c, buf); err != nil {
-					return
-				}
-				if _, err := c.Write(buf); err != nil {
-					return
-				}
-			}
-		}()
-		c, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		buf := make([]byte, 64)
+		send := roundtrip.RawTCP(b)
 		lat := make([]time.Duration, 0, 1<<16)
 		for b.Loop() {
 			t0 := time.Now()
-			if _, err := c.Write(buf); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := io.ReadFull(c, buf); err != nil {
+			if err := send(64); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))

@@ -2,13 +2,12 @@ package rpcrdma
 
 import (
 	"context"
-	"encoding/binary"
-	"io"
 	"net"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/roundtrip"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
@@ -137,77 +136,29 @@ func BenchmarkPaths(b *testing.B) {
 
 // BenchmarkAfterGap measures a NULL and a 1 MiB WRITE (a read chunk,
 // pulled by RDMA Read) over the software iWARP, and a raw TCP ping-pong
-// and 1 MiB transfer, acknowledged, one at a time: back to back, and after a 1.5 ms gap before each, idle (sleeping) or busy (this
-// goroutine spinning), as a program that does other work between calls
-// has. It reports each operation's mean time (ns/op, gaps left out) and
-// p50. Back to back, the connections'
-// goroutines and the machine's cores are awake when the next call comes;
-// after a gap they are not, and the RDMA path, which hands each call
-// between more goroutines than raw TCP does, pays for waking them:
-// `go test -run '^$' -bench AfterGap ./rpcrdma/`.
+// and 1 MiB transfer, one at a time: back to back, and after a 1.5 ms
+// gap before each, idle (sleeping) or busy (this goroutine spinning), as
+// a program that does other work between its calls has. Back to back,
+// the connections' goroutines and the machine's cores are awake when the
+// next call comes; after a gap they are not, and the RDMA path, which
+// hands each call between more goroutines than raw TCP does, pays for
+// waking them. It reports each operation's mean time (ns/op, the gaps
+// left out), p50 and p99: `go test -run '^$' -bench AfterGap ./rpcrdma/`.
 func BenchmarkAfterGap(b *testing.B) {
 	cli := benchClients(b)["rdma"]
 	args := ddpArgs(pattern(1<<20, 1))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		// A message is its length (4 bytes) and that many bytes; the
-		// acknowledgement is 64 bytes.
-		buf := make([]byte, 1<<20)
-		for {
-			if _, err := io.ReadFull(c, buf[:4]); err != nil {
-				return
-			}
-			n := binary.BigEndian.Uint32(buf)
-			if n > 1<<20 {
-				return
-			}
-			if _, err := io.ReadFull(c, buf[:n]); err != nil {
-				return
-			}
-			if _, err := c.Write(buf[:64]); err != nil {
-				return
-			}
-		}
-	}()
-	c, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	ack := make([]byte, 64)
-	raw := func(n int) func() {
-		msg := binary.BigEndian.AppendUint32(nil, uint32(n))
-		msg = append(msg, make([]byte, n)...)
-		return func() {
-			if _, err := c.Write(msg); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := io.ReadFull(c, ack); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	raw := roundtrip.RawTCP(b)
 	ops := []struct {
 		name string
-		do   func()
+		do   func() error
 	}{
-		{"rdma-null", func() {
-			if err := cli.Null(context.Background(), testProg, testVers); err != nil {
-				b.Fatal(err)
-			}
+		{"rdma-null", func() error { return cli.Null(context.Background(), testProg, testVers) }},
+		{"raw-tcp-pingpong", func() error { return raw(64) }},
+		{"rdma-write-1MiB", func() error {
+			_, err := cli.Call(context.Background(), &rpc.Request{Prog: testProg, Vers: testVers, Proc: procSum, Args: args})
+			return err
 		}},
-		{"raw-tcp-pingpong", raw(64)},
-		{"rdma-write-1MiB", func() { benchCall(b, cli, procSum, args, nil, 0) }},
-		{"raw-tcp-1MiB", raw(1 << 20)},
+		{"raw-tcp-1MiB", func() error { return raw(1 << 20) }},
 	}
 	const gap = 1500 * time.Microsecond
 	gaps := []struct {
@@ -232,14 +183,15 @@ func BenchmarkAfterGap(b *testing.B) {
 				for b.Loop() {
 					g.before()
 					t0 := time.Now()
-					op.do()
+					if err := op.do(); err != nil {
+						b.Fatal(err)
+					}
 					d := time.Since(t0)
 					lat = append(lat, d)
 					sum += d
 				}
-				slices.Sort(lat)
 				b.ReportMetric(float64(sum.Nanoseconds())/float64(len(lat)), "ns/op")
-				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+				roundtrip.Report(b, lat)
 			})
 		}
 	}

@@ -38,3 +38,20 @@ func BenchmarkMeasure(b *testing.B) {
 		b.Fatalf("op ran %d times, want %d", calls, 5+b.N)
 	}
 }
+
+// TestRawTCP: a small and a large message each come back acknowledged,
+// and a message size out of range is refused before anything is sent.
+func TestRawTCP(t *testing.T) {
+	send := RawTCP(t)
+	for _, n := range []int{0, 64, MaxRawTCP} {
+		if err := send(n); err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a message over MaxRawTCP was accepted")
+		}
+	}()
+	send(MaxRawTCP + 1)
+}

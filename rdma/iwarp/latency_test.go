@@ -2,12 +2,11 @@ package iwarp_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/roundtrip"
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 )
 
@@ -82,39 +81,12 @@ func BenchmarkPingPong(b *testing.B) {
 		<-done
 	})
 	b.Run("rawtcp", func(b *testing.B) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
-		go func() {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			buf := make([]byte, 64)
-			for {
-				if _, err := io.ReadFull(c, buf); err != nil {
-					return
-				}
-				if _, err := c.Write(buf); err != nil {
-					return
-				}
-			}
-		}()
-		c, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		buf := make([]byte, 64)
+		send := roundtrip.RawTCP(b)
 		lat := make([]time.Duration, 0, b.N)
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			t0 := time.Now()
-			c.Write(buf)
-			if _, err := io.ReadFull(c, buf); err != nil {
+			if err := send(64); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))
