@@ -102,7 +102,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	rounds := fs.Int("rounds", 3, "measure the suite this many times over, each case for duration/rounds per round, and report each case over all its rounds")
 	repeat := fs.Int("repeat", 1, "run the whole suite this many times and report each figure as the median over the runs, with its range, and the ratios to the baselines taken within each run")
 	jsonOut := fs.Bool("json", false, "print one JSON object with a results array instead of a table")
-	gap := fs.Duration("gap", 0, "with one operation outstanding, sleep this long before each operation, as a program that does other work between its calls does (each case's ops/s are then over its operations' own time)")
+	gap := fs.Duration("gap", 0, "with one operation outstanding, sleep this long before each operation, as a program that does other work between its calls does")
 	var tf transportFlags
 	tf.register(fs, false)
 	fs.Usage = func() {
@@ -131,8 +131,8 @@ moves the three together. So do the raw bulk transfer and the 1 MiB
 WRITE and READ, with CRC off and on ("bulk-alternated",
 "WRITE-alternated", "READ-alternated"). Each runs with colder caches
 than alone, so their figures differ a little. An alternated case's
-ops/s are those of its own operations over their own time; its
-allocs/op counts the whole turn.
+allocs/op counts the whole turn. A case with one operation outstanding
+reports ops/s over its operations' own time, gaps and turns left out.
 
 All of these are calls made back to back, while the connections'
 goroutines and the machine's cores are awake. --gap D sleeps D before
@@ -390,11 +390,13 @@ func runRounds(stop context.Context, cases []benchCase, rounds int, slice, gap t
 			}
 			var smps []caseSample
 			var err error
-			if len(c.turns) > 0 {
-				smps, err = measureTurns(stop, c.turns, slice, gap)
+			if c.outstanding == 1 {
+				// One operation at a time, or cases in turn: on this
+				// goroutine, each operation timed on its own.
+				smps, err = measureTurns(stop, c.parts(), slice, gap)
 			} else {
 				var smp caseSample
-				smp, err = measure(stop, c, slice, gap)
+				smp, err = measure(stop, c, slice)
 				smps = []caseSample{smp}
 			}
 			if err != nil {
@@ -427,12 +429,10 @@ type caseSample struct {
 	mallocs uint64
 }
 
-// measure runs one round of a case for d after a short warm-up, or until
-// stop ends (Ctrl-C): the sample then covers the time measured.
-func measure(stop context.Context, c benchCase, d, gap time.Duration) (caseSample, error) {
-	if c.outstanding != 1 {
-		gap = 0
-	}
+// measure runs one round of a case with several operations outstanding
+// for d after a short warm-up, or until stop ends (Ctrl-C): the sample
+// then covers the time measured.
+func measure(stop context.Context, c benchCase, d time.Duration) (caseSample, error) {
 	op, cleanup, err := c.setup()
 	if err != nil {
 		return caseSample{}, err
@@ -464,9 +464,6 @@ func measure(stop context.Context, c benchCase, d, gap time.Duration) (caseSampl
 		go func() {
 			defer wg.Done()
 			for {
-				if gap > 0 {
-					time.Sleep(gap)
-				}
 				t0 := time.Now()
 				if !t0.Before(deadline) || stop.Err() != nil {
 					return
@@ -486,27 +483,21 @@ func measure(stop context.Context, c benchCase, d, gap time.Duration) (caseSampl
 		return caseSample{}, err
 	}
 	smp := caseSample{elapsed: elapsed, mallocs: ms1.Mallocs - ms0.Mallocs}
-	if gap > 0 {
-		// Operations per second over the operations' own time, not
-		// the gaps'.
-		smp.elapsed = 0
-		for _, l := range lat[0] {
-			smp.elapsed += l
-		}
-	}
 	for _, l := range lat {
 		smp.lat = append(smp.lat, l...)
 	}
 	return smp, nil
 }
 
-// measureTurns runs one round of cases in turn for d, or until stop ends,
-// after a short warm-up: one goroutine runs one operation of each case,
-// then the next turn. Each sample's elapsed time is the sum of its own
-// operations' latencies, so that its operations per second are those of
-// the case alone; its heap allocations are those of the whole round,
-// every case's (a count per case would need a stop of the world per
-// operation), so that its allocations per operation are per turn.
+// measureTurns runs one round of cases of one operation outstanding, in
+// turn, for d, or until stop ends, after a short warm-up: this goroutine
+// runs one operation of each case, then the next turn, sleeping gap
+// before each operation. Each sample's elapsed time is the sum of its
+// own operations' latencies, so that its operations per second are those
+// of the case alone, gaps and turns left out; its heap allocations are
+// those of the whole round, every case's (a count per case would need a
+// stop of the world per operation), so that with more than one case its
+// allocations per operation are per turn.
 func measureTurns(stop context.Context, cases []benchCase, d, gap time.Duration) ([]caseSample, error) {
 	ops := make([]func(context.Context, int) error, len(cases))
 	for i, c := range cases {
