@@ -139,8 +139,8 @@ goroutines and the machine's cores are awake. --gap D sleeps D before
 each operation of the cases with one outstanding, as a program that
 does other work between its calls does: there the RPC-over-RDMA calls,
 which wake more goroutines than raw TCP does, lose more (on a 2-core VM
-with --gap 1.5ms, the NULL's p50 went from 1.3-1.5x the ping-pong's to
-2-4x).
+with --gap 1.5ms, the NULL's p50 went from about 1.5x the ping-pong's
+to about 4x).
 
 Per case: operations per second, MB/s of payload, p50 and p99 latency,
 and heap allocations per operation (client and in-process server
