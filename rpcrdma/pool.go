@@ -270,6 +270,7 @@ func (r *responder) replyGrant() uint32 {
 		return g
 	}
 	r.ceiling = max(r.ceiling, g)
+	r.lowered = now
 	r.grant.Store(used)
 	if r.reclaim == nil {
 		r.reclaim = r.c.afterFunc(reclaimDelay, r.reclaimCredits)
@@ -285,6 +286,12 @@ func (r *responder) reclaimCredits() {
 	c := r.c
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if d := time.Since(r.lowered); d < reclaimDelay {
+		// Lowered again as this timer fired, too late for the
+		// reset to stop it: the receives stay reclaimDelay after that.
+		c.resetTimer(r.reclaim, reclaimDelay-d)
+		return
+	}
 	r.ceiling = 0
 	keep := int64(r.grant.Load()) + int64(c.cfg.BackwardCredits)
 	if extra := c.allot.Load() - keep; extra > 0 {

@@ -56,10 +56,11 @@ type responder struct {
 	// With a shared pool (pool.go): the most calls unanswered at once
 	// since reviewed, when the grant was last reviewed; a grant lowered
 	// from, which the requester may still act on until reclaim runs (0:
-	// none).
+	// none), and when it was last lowered.
 	peak     int
 	reviewed time.Time
 	ceiling  uint32
+	lowered  time.Time
 	reclaim  *time.Timer
 }
 
