@@ -67,6 +67,17 @@
 // completion queue to receive its own reply). The capability is optional;
 // a provider without it does not implement the interface.
 //
+// # Direct I/O
+//
+// A software provider does its transmit and receive work on goroutines of
+// its own, and a round trip through it then costs hand-offs between them
+// and the goroutine that waits for completions. A provider whose
+// connections implement [DirectIO] can do that work on the waiting
+// goroutine instead, while an upper layer that knows one goroutine
+// processes the completions says so ([DirectIO.BeginDirect]). The
+// capability is optional, and an RNIC, which does the work itself, has no
+// use for it.
+//
 // # Shared receive queues
 //
 // A provider that implements [SharedRecvProvider] offers shared receive
@@ -483,6 +494,44 @@ func (cfg ConnConfig) Depths(def, max Depths) (Depths, error) {
 		}
 	}
 	return d, nil
+}
+
+// DirectIO is implemented by connections whose socket work can run on the
+// goroutine that processes completions (see the package documentation).
+// Between BeginDirect and EndDirect, that goroutine, the owner, waits with
+// WaitDirect; posts from any goroutine keep working as before.
+type DirectIO interface {
+	Conn
+
+	// BeginDirect opens a direct section: until EndDirect, the calling
+	// goroutine is the one that processes the connection's completions,
+	// and waits for them only with WaitDirect; what it posts with
+	// PostSendDirect waits for its next WaitDirect or EndDirect. Sections
+	// do not nest, and one is open at a time.
+	BeginDirect()
+
+	// PostSendDirect is Conn.PostSend for the owner: within a section,
+	// the request is transmitted by the owner's next WaitDirect (or
+	// handed on by EndDirect) rather than at once by the provider. Out
+	// of a section it is PostSend.
+	PostSendDirect(wr *WorkRequest) error
+
+	// Transmit has the owner transmit what is queued now, on its
+	// goroutine, where the provider is not already transmitting, rather
+	// than at its next WaitDirect: for a message that should go before
+	// the owner's remaining work, when no other will join it.
+	Transmit()
+
+	// EndDirect closes the section. It hands on anything posted and not
+	// yet transmitted, and does not block.
+	EndDirect()
+
+	// WaitDirect is Conn.Wait for the owner: it first transmits what is
+	// waiting to go, then, with nothing to return, does the provider's
+	// receive work on the calling goroutine until completions are ready,
+	// ctx ends, the connection ends or InterruptWait is called (where the
+	// connection is a WaitInterrupter). It returns as Wait does.
+	WaitDirect(ctx context.Context, cs []Completion) (int, error)
 }
 
 // WaitInterrupter is implemented by connections whose Wait another

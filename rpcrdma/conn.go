@@ -57,8 +57,17 @@ import (
 type Conn struct {
 	// Set before the loop starts (newConn, setup, start), read-only
 	// after.
-	cfg       Config
-	rc        rdma.Conn
+	cfg Config
+	rc  rdma.Conn
+	dio rdma.DirectIO // rc, if its provider offers direct I/O (short.go)
+	// dirOpen says the goroutine with the turn has a direct section
+	// open; only that goroutine uses it (short.go). pullSoon says a
+	// message has arrived whose read chunks are about to be pulled: set
+	// where messages are handled (the turn's goroutine, or a shared
+	// pool's dispatcher), taken by waitTurn.
+	dirOpen   bool
+	pullSoon  atomic.Bool
+	batch     atomic.Int32 // completions in the batch being processed by the turn holder; read by whoever sends a reply
 	log       *slog.Logger
 	lim       wire.Limits
 	peer      []byte // peer's private data
@@ -353,6 +362,7 @@ func (c *Conn) RemoteAddr() net.Addr { return c.rc.RemoteAddr() }
 // rdma.ConnConfig.Prepare, before the peer may send.
 func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	c.rc = rc
+	c.dio, _ = rc.(rdma.DirectIO)
 	c.peer = rc.PeerPrivateData()
 	// Settled before any message can arrive: with a shared pool, the
 	// dispatcher may hand one over before start.

@@ -28,8 +28,10 @@ import (
 func (c *Conn) loop() {
 	defer close(c.loopDone)
 	cs := make([]rdma.Completion, firstBatch)
+	c.beginDirect()
+	defer c.endDirect()
 	for {
-		n, err := c.rc.Wait(context.Background(), cs)
+		n, err := c.waitTurn(context.Background(), cs)
 		c.complete(cs[:n])
 		cs = growBatch(cs, n)
 		if err != nil {
@@ -57,6 +59,7 @@ func (c *Conn) loop() {
 // complete processes a batch of completions, in order. It runs on
 // whoever has the turn: the loop, or a caller on the short path.
 func (c *Conn) complete(cs []rdma.Completion) {
+	c.batch.Store(int32(len(cs)))
 	for _, comp := range cs {
 		if comp.Op == rdma.OpRecv {
 			c.onRecv(comp)

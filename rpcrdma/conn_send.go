@@ -34,18 +34,26 @@ func (c *Conn) post(ctx context.Context, wr *rdma.WorkRequest, done func(rdma.Co
 	if err := take(ctx, c.sqSlots, c.done, c.Err); err != nil {
 		return err
 	}
-	return c.postTaken(wr, done)
+	return c.postTaken(wr, done, false)
 }
 
 // postTaken is post for a caller that holds a send-queue entry's token,
-// which it gives back if the post fails.
-func (c *Conn) postTaken(wr *rdma.WorkRequest, done func(rdma.Completion)) error {
+// which it gives back if the post fails. direct says the caller has the
+// turn and waits for completions next (waitTurn), so the provider may
+// leave the transmission to that wait (rdma.DirectIO.PostSendDirect).
+func (c *Conn) postTaken(wr *rdma.WorkRequest, done func(rdma.Completion), direct bool) error {
 	wr.ID = c.opID.Add(1)
 	c.opsMu.Lock()
 	c.ops[wr.ID] = done
 	c.opsMu.Unlock()
 	c.unparkTurn() // someone must process the completion (short.go)
-	if err := c.rc.PostSend(wr); err != nil {
+	var err error
+	if direct && c.dio != nil {
+		err = c.dio.PostSendDirect(wr)
+	} else {
+		err = c.rc.PostSend(wr)
+	}
+	if err != nil {
 		c.opsMu.Lock()
 		_, mine := c.ops[wr.ID]
 		delete(c.ops, wr.ID)
@@ -105,7 +113,9 @@ func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, i
 		c.sendFree <- slot
 		return err
 	}
-	return c.sendIn(slot, hdr, pieces, inv, wait)
+	// A send with noWait comes from the caller that has the turn
+	// (SendDeliver), which waits with waitTurn next.
+	return c.sendIn(slot, hdr, pieces, inv, wait, ctx == noWait)
 }
 
 // A sendReservation is a send slot and a send-queue entry taken ahead of
@@ -146,12 +156,20 @@ func (c *Conn) unreserveSend(res *sendReservation) {
 func (c *Conn) sendReserved(res *sendReservation, hdr *wire.Header, pieces [][]byte, inv rdma.STag) error {
 	slot := res.slot - 1
 	*res = sendReservation{}
-	return c.sendIn(slot, hdr, pieces, inv, false)
+	err := c.sendIn(slot, hdr, pieces, inv, false, true)
+	if err == nil && c.batch.Load() == 1 && c.dio != nil {
+		// The only reply of the batch: it goes now, before the rest of
+		// the call's work on this goroutine, so the requester can take
+		// it on the other core meanwhile. Replies of a larger batch go
+		// together at the next wait.
+		c.dio.Transmit()
+	}
+	return err
 }
 
 // sendIn is sendMsg once the caller holds slot and a send-queue entry's
 // token; it gives both back if it fails before posting.
-func (c *Conn) sendIn(slot int, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait bool) error {
+func (c *Conn) sendIn(slot int, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait, direct bool) error {
 	n := hdr.EncodedLen()
 	for _, p := range pieces {
 		n += len(p)
@@ -175,7 +193,7 @@ func (c *Conn) sendIn(slot int, hdr *wire.Header, pieces [][]byte, inv rdma.STag
 	}
 	s.wait = wait
 	c.stats.add(statInlineBytes, uint64(len(msg)))
-	if err := c.postTaken(&s.wr, s.done); err != nil {
+	if err := c.postTaken(&s.wr, s.done, direct); err != nil {
 		c.sendFree <- slot
 		return err
 	}

@@ -314,6 +314,7 @@ func (r *requester) onMessage(in *inbound, derr error, _ []byte) {
 		if len(h.Chunks.Reads) > 0 {
 			// An RFC 5666 read-chunk reply: pulling it posts RDMA
 			// Reads, which the loop must not wait for.
+			c.pullSoon.Store(true)
 			cp := *in        // in lives on the loop's stack
 			cp.payload = nil // borrowed, and no reply of this kind has one
 			c.goSide(func() { r.pullReply(&cp) })

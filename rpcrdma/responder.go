@@ -269,6 +269,9 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		// Backward calls go in the version the requester speaks.
 		c.bc.vers.Store(uint32(h.Vers))
 	}
+	if len(h.Chunks.Reads) > 0 {
+		c.pullSoon.Store(true)
+	}
 	in.im = r.newInMsg(in.payload)
 	in.payload, in.borrowed = in.im.payload, false
 	if !c.deliver(*in) {

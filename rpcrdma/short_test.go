@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
@@ -91,6 +92,61 @@ func testShortPathTaken(t *testing.T, np pairFunc, wantAll bool) {
 func TestShortPathTaken(t *testing.T) {
 	t.Run("loopback", func(t *testing.T) { testShortPathTaken(t, newPair, false) })
 	t.Run("iwarp", func(t *testing.T) { testShortPathTaken(t, iwarpPair, true) })
+}
+
+// TestShortPathDirect: over the software iWARP, calls made one at a time
+// run the provider's socket work on the goroutines that wait
+// (rdma.DirectIO): the caller reads its reply off the socket itself, and
+// the responder's loop the call.
+func TestShortPathDirect(t *testing.T) {
+	p := iwarpPair(t, nil, nil)
+	ctx := ctxT(t)
+	const calls = 50
+	for range calls {
+		if err := p.cli.Null(ctx, testProg, testVers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []*Conn{p.conn, p.resp} {
+		// The first messages reach the provider's reader goroutine,
+		// which gives the socket up at the next message boundary.
+		if n := c.rc.(*iwarp.Conn).DirectReads(); n < calls/2 {
+			t.Errorf("%v: %d of %d messages read by the goroutine waiting for them", c.rc, n, calls)
+		}
+	}
+}
+
+// TestShortPathDirectPull: a call with a 1 MiB read chunk, made one at a
+// time after calls that ran direct, has its Read Responses read by the
+// provider's receive goroutine, not by the responder's loop: the loop
+// waits once with its direct section closed after such a call arrives
+// (waitTurn). With two cores, the bulk data read on the loop's goroutine
+// made the call slower (docs/performance.md, "Direct I/O").
+func TestShortPathDirectPull(t *testing.T) {
+	p := iwarpPair(t, nil, nil)
+	ctx := ctxT(t)
+	for range 20 {
+		if err := p.cli.Null(ctx, testProg, testVers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := p.resp.rc.(*iwarp.Conn)
+	if rc.DirectReads() == 0 {
+		t.Fatal("no message read by the responder's loop after 20 calls made one at a time")
+	}
+	args := ddpArgs(pattern(1<<20, 3))
+	const calls = 10
+	before := rc.DirectReads()
+	for range calls {
+		if _, err := p.call(ctx, procSum, args, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each call is one Send the loop may read itself; its Read
+	// Responses are many FPDUs of at most MULPDU bytes each.
+	if n := rc.DirectReads() - before; n > 2*calls {
+		t.Errorf("the responder's loop read %d FPDUs over %d calls with a 1 MiB read chunk, want at most %d: it read the Read Responses", n, calls, 2*calls)
+	}
 }
 
 // TestShortPathContext: a caller whose context ends while it has the

@@ -31,6 +31,17 @@ func conformance(t *testing.T, opts Options) {
 
 func TestConformanceCRC(t *testing.T) { conformance(t, Options{CRC: CRCRequire}) }
 
+// TestConformanceDirect runs the cases with every Wait a direct section
+// (rdma.DirectIO): the socket work on the waiting goroutine.
+func TestConformanceDirect(t *testing.T) {
+	for _, crc := range []CRCPolicy{CRCFollow, CRCRequire} {
+		t.Run(crc.String(), func(t *testing.T) {
+			p := newProvider(t, Options{CRC: crc})
+			rdmatest.TestProvider(t, rdmatest.Config{Provider: p, ListenAddr: "127.0.0.1:0", Timeout: 10 * time.Second, Direct: true})
+		})
+	}
+}
+
 func TestConformanceNoCRC(t *testing.T) { conformance(t, Options{CRC: CRCFollow}) }
 
 // TestConformanceSiwDelay runs with the first-send delay a Linux siw

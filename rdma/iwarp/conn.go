@@ -110,6 +110,15 @@ type Conn struct {
 	closeOnce  sync.Once     // closes nc
 
 	placeMu sync.Mutex // held by the reader while placing payload
+	rxMu    sync.Mutex // the receive role (direct.go)
+	txMu    sync.Mutex // the transmit role (direct.go)
+	// wantDirect asks the reader goroutine to give the receive role up
+	// at its next FPDU boundary; rxWake (capacity 1) wakes it when it
+	// parked. idle takes the role back after directIdle (direct.go).
+	wantDirect atomic.Bool
+	rxWake     chan struct{}
+	idle       *time.Timer
+	kickTimer  *time.Timer // kickSoonLocked's
 	// placing is the region the reader places payload into now: set under
 	// mu once an FPDU has passed its checks, nil again once its payload
 	// is read; placingSeveral when the destination spans several.
@@ -123,12 +132,15 @@ type Conn struct {
 	fenced  bool   // responder: the initiator's first FPDU has not arrived
 	serving bool   // the writer is sending a Read Response: it counts against IRD
 	term    []byte // the Terminate FPDU the writer sends before it exits
-	q       wq.Queues
-	sqNext  uint64 // sequence of the next work request to transmit
-	orq     wq.Ring[outRead]
-	irq     wq.Ring[inRead]
-	mrs     map[*mr]struct{}
-	closed  bool // Close has run (and detached c from srq)
+	dir     directState
+	// endDeadline is the socket deadline endLocked set.
+	endDeadline time.Time
+	q           wq.Queues
+	sqNext      uint64 // sequence of the next work request to transmit
+	orq         wq.Ring[outRead]
+	irq         wq.Ring[inRead]
+	mrs         map[*mr]struct{}
+	closed      bool // Close has run (and detached c from srq)
 
 	// srq is the shared receive queue c is attached to, or nil. srqWR is
 	// the receive the Send being received took from it (the reader's),
@@ -146,6 +158,7 @@ type Conn struct {
 var (
 	_ rdma.Conn            = (*Conn)(nil)
 	_ rdma.WaitInterrupter = (*Conn)(nil)
+	_ rdma.DirectIO        = (*Conn)(nil)
 )
 
 // connParams are what the handshake settled.
@@ -189,6 +202,7 @@ func newConn(p *Provider, cp connParams) *Conn {
 		log:        p.log,
 		done:       make(chan struct{}),
 		kick:       make(chan struct{}, 1),
+		rxWake:     make(chan struct{}, 1),
 		readerDone: make(chan struct{}),
 		writerDone: make(chan struct{}),
 		fenced:     !cp.initiator,
@@ -347,6 +361,15 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 	if len(cs) == 0 {
 		return 0, fmt.Errorf("iwarp: wait: empty completion slice: %w", rdma.ErrInvalid)
 	}
+	if c.wantDirect.Load() {
+		// The reader goroutine may be parked for direct owners (see
+		// direct.go): a plain Wait needs it reading.
+		c.mu.Lock()
+		if !c.dir.open {
+			c.resumeReaderLocked()
+		}
+		c.mu.Unlock()
+	}
 	return c.q.Wait(ctx, c.done, func() (int, bool, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -370,6 +393,12 @@ func (c *Conn) endLocked(err error, term []byte) {
 	c.orq.Clear()
 	close(c.done)
 	wq.Signal(c.kick)
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	if c.kickTimer != nil {
+		c.kickTimer.Stop()
+	}
 	if !c.started {
 		return
 	}
@@ -378,6 +407,13 @@ func (c *Conn) endLocked(err error, term []byte) {
 		deadline = deadline.Add(terminateLinger)
 	}
 	c.nc.SetDeadline(deadline)
+	c.endDeadline = deadline
+	if c.dir.reading {
+		// A direct owner reads at an FPDU boundary (direct.go): it
+		// returns now, and the reader goroutine, which takes the
+		// receive role back, reads on until the deadline.
+		c.nc.SetReadDeadline(pastDeadline)
+	}
 }
 
 // closeSocket closes the TCP connection once.
@@ -408,4 +444,10 @@ func (c *Conn) Close() error {
 }
 
 // InterruptWait implements rdma.WaitInterrupter.
-func (c *Conn) InterruptWait() { c.q.Interrupt() }
+// It also ends a direct owner's blocking read (rdma.DirectIO).
+func (c *Conn) InterruptWait() {
+	c.q.Interrupt()
+	c.mu.Lock()
+	c.kickDirectLocked()
+	c.mu.Unlock()
+}

@@ -71,8 +71,14 @@ func (rx *rxState) init() { rx.msn = [2]uint32{1, 1} }
 // reader is the goroutine that receives for c; it is the last of c's
 // goroutines to finish and closes the socket.
 func (c *Conn) reader() {
+	c.rxMu.Lock()
 	var err error
 	for err == nil {
+		if c.wantDirect.Load() && c.rxEmpty() {
+			// A direct owner reads (direct.go).
+			err = c.parkReader()
+			continue
+		}
 		err = c.readFPDU()
 		if c.rx.yield {
 			// A Read Request woke the writer for the response. With
@@ -139,8 +145,8 @@ func (c *Conn) readFPDU() error {
 		c.rx.unfenced = true
 		c.mu.Lock()
 		c.fenced = false
+		c.wakeWriterLocked()
 		c.mu.Unlock()
-		wq.Signal(c.kick)
 	}
 	return err
 }
@@ -245,7 +251,7 @@ func (c *Conn) recvReadRequest(seg *ddp.Segment, ulen int) error {
 	}
 	c.rx.msn[1]++
 	*c.irq.Push() = inRead{hdr: *h, rr: seg.ReadRequest, ulen: ulen}
-	wq.Signal(c.kick)
+	c.wakeWriterLocked()
 	c.rx.yield = true
 	return nil
 }

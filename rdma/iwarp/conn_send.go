@@ -105,14 +105,21 @@ func (c *Conn) writer(notBefore time.Time) {
 	timer.Stop()
 	defer timer.Stop()
 	for {
+		// The transmit role (txMu) is held for each batch: a direct
+		// owner takes it between them (direct.go).
+		c.txMu.Lock()
 		alive, delay := c.fill(notBefore)
 		if !alive {
+			c.txMu.Unlock()
 			break
 		}
 		if c.tx.nfpdu > 0 {
 			c.flush()
+			c.txMu.Unlock()
 			continue
 		}
+		busy := c.tx.lastMsgs > 1
+		c.txMu.Unlock()
 		if delay > 0 {
 			timer.Reset(delay)
 			select {
@@ -127,7 +134,7 @@ func (c *Conn) writer(notBefore time.Time) {
 		// connection included (endLocked), so one channel is enough: a
 		// wait on one costs less than a select on three.
 		<-c.kick
-		if c.tx.lastMsgs > 1 {
+		if busy {
 			// The last batch carried several messages: the connection
 			// is busy, and the goroutines that woke us are likely
 			// posting more. Let them run first, so that one write
@@ -142,9 +149,12 @@ func (c *Conn) writer(notBefore time.Time) {
 	c.mu.Unlock()
 	if term != nil {
 		// endLocked set a deadline; the Terminate goes at an FPDU boundary
-		// since batches are written whole. A FIN then tells the peer we
-		// are done, as siw closes after its Terminate.
+		// since batches are written whole (a direct owner's too: txMu).
+		// A FIN then tells the peer we are done, as siw closes after its
+		// Terminate.
+		c.txMu.Lock()
 		c.nc.Write(term)
+		c.txMu.Unlock()
 		if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		}
@@ -395,6 +405,9 @@ func (c *Conn) flush() {
 	case c.state != stateDead:
 		for _, seq := range tx.written {
 			c.q.Finish(seq, rdma.StatusSuccess, c.q.SQ.At(seq).Length)
+		}
+		if len(tx.written) > 0 {
+			c.kickSoonLocked()
 		}
 	}
 	if c.state == stateDead {

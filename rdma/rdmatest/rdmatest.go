@@ -68,6 +68,14 @@ type Config struct {
 	// ibv_reg_mr and the device picks the rkey).
 	RekeyAnyIndex bool
 
+	// Direct makes the cases wait through rdma.DirectIO, where the
+	// provider's connections offer it with rdma.WaitInterrupter: every
+	// Wait on a connection from Pair is a direct section of its own
+	// (BeginDirect, WaitDirect, EndDirect), so that the provider's socket
+	// work runs on the waiting goroutine while the cases wait, and on the
+	// provider's own goroutines in between.
+	Direct bool
+
 	// Skip names cases that the device under test is known to fail, each
 	// with the reason, which the skip reports. It is for devices whose
 	// behaviour the provider cannot change (a kernel's software RNIC),
@@ -212,7 +220,44 @@ func Pair(t testing.TB, cfg Config, a, b rdma.ConnConfig) (initiator, responder 
 		ca.Close()
 		r.c.Close()
 	})
+	if cfg.Direct {
+		return direct(ca), direct(r.c)
+	}
 	return ca, r.c
+}
+
+// directConn is a connection whose Wait is a direct section of its own
+// (Config.Direct).
+type directConn struct {
+	rdma.DirectIO
+	wi rdma.WaitInterrupter
+}
+
+func (d directConn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
+	d.BeginDirect()
+	defer d.EndDirect()
+	return d.WaitDirect(ctx, cs)
+}
+
+func (d directConn) InterruptWait() { d.wi.InterruptWait() }
+
+// unwrap returns the provider's connection behind c, which may be a
+// Config.Direct wrapper: the one a completion names.
+func unwrap(c rdma.Conn) rdma.Conn {
+	if d, ok := c.(directConn); ok {
+		return d.DirectIO
+	}
+	return c
+}
+
+// direct wraps c for Config.Direct, if it offers direct I/O.
+func direct(c rdma.Conn) rdma.Conn {
+	d, ok := c.(rdma.DirectIO)
+	wi, ok2 := c.(rdma.WaitInterrupter)
+	if !ok || !ok2 {
+		return c
+	}
+	return directConn{d, wi}
 }
 
 // Alloc allocates size bytes on c with access, released at the end of the

@@ -105,7 +105,7 @@ func testSharedRecv(t *testing.T, cfg Config) {
 	}{{10, b2, 16}, {11, b1, size}, {12, b2, 32}}
 	for i, w := range wants {
 		Want(t, cs[i], w.id, rdma.OpRecv, rdma.StatusSuccess, w.n)
-		if cs[i].Conn != w.conn {
+		if cs[i].Conn != unwrap(w.conn) {
 			t.Errorf("completion %d names connection %v, want %v", i, cs[i].Conn, w.conn)
 		}
 	}
@@ -144,7 +144,7 @@ func testSharedRecvEmpty(t *testing.T, cfg Config) {
 	Post(t, a2, rdma.WorkRequest{ID: 2, Op: rdma.OpSend, Local: []rdma.SGE{Whole(src2)}})
 	c := waitShared(t, cfg, q, 1)[0]
 	Want(t, c, 5, rdma.OpRecv, rdma.StatusSuccess, 8)
-	if c.Conn != b2 {
+	if c.Conn != unwrap(b2) {
 		t.Errorf("completion names %v, want %v", c.Conn, b2)
 	}
 	wantBytes(t, "receive", rm.Bytes(), pattern(8, 3))
@@ -173,7 +173,7 @@ func testSharedRecvTooLong(t *testing.T, cfg Config) {
 		c.Status = rdma.StatusLocalLength
 	}
 	Want(t, c, 7, rdma.OpRecv, rdma.StatusLocalLength, 0)
-	if c.Conn != b {
+	if c.Conn != unwrap(b) {
 		t.Errorf("completion names %v, want %v", c.Conn, b)
 	}
 	if n := q.Posted(); n != 1 {

@@ -296,6 +296,11 @@ func (q *Queues) Poll(cs []rdma.Completion) int {
 	return n
 }
 
+// TakeInterrupt consumes a pending Interrupt and reports whether there
+// was one: a Wait of the provider's own that does not go through Wait
+// takes its interrupts here.
+func (q *Queues) TakeInterrupt() bool { return q.interrupted.CompareAndSwap(true, false) }
+
 // Wait is rdma.Conn.Wait for a provider: poll, under the provider's lock,
 // moves completions into its caller's slice and says whether the
 // connection has ended and why; Wait blocks between polls on q.Ready, done

@@ -1,0 +1,230 @@
+package iwarp
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/rdmatest"
+)
+
+// directPair connects two conns of p.
+func directPair(t *testing.T) (a, b *Conn) {
+	t.Helper()
+	p := newProvider(t, Options{})
+	ca, cb := rdmatest.Pair(t, rdmatest.Config{Provider: p, ListenAddr: "127.0.0.1:0"}, rdma.ConnConfig{}, rdma.ConnConfig{})
+	return ca.(*Conn), cb.(*Conn)
+}
+
+// waitFor polls cond every millisecond for at most 5 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (c *Conn) dirState() directState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dir
+}
+
+// TestDirectPingPong: in a direct section, a Send posted with
+// PostSendDirect waits for the owner's WaitDirect, which transmits it,
+// and the owner reads the replies itself once the reader goroutine has
+// given the receive role up.
+func TestDirectPingPong(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	a, b := directPair(t)
+	am := rdmatest.Alloc(t, a, 128, rdma.AccessLocalWrite)
+	bm := rdmatest.Alloc(t, b, 128, rdma.AccessLocalWrite)
+	ctx := rdmatest.Context(t, rdmatest.Config{})
+	cs := make([]rdma.Completion, 4)
+	a.BeginDirect()
+	defer a.EndDirect()
+	const rounds = 50
+	for i := range rounds {
+		rdmatest.PostRecv(t, a, uint64(100+i), rdma.SGE{MR: am, Offset: 64, Length: 64})
+		rdmatest.PostRecv(t, b, uint64(200+i), rdma.SGE{MR: bm, Length: 64})
+		am.Bytes()[0] = byte(i)
+		if err := a.PostSendDirect(&rdma.WorkRequest{ID: uint64(i), Op: rdma.OpSend, Local: []rdma.SGE{{MR: am, Length: 8}}}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			a.mu.Lock()
+			next, tail, deferred := a.sqNext, a.q.SQ.Tail, a.dir.deferred
+			a.mu.Unlock()
+			if next == tail || !deferred {
+				t.Fatalf("PostSendDirect in a section: the writer took it (sq next %d, tail %d, deferred %v)", next, tail, deferred)
+			}
+		}
+		var got []rdma.Completion
+		for len(got) < 2 {
+			n, err := a.WaitDirect(ctx, cs)
+			if err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+			got = append(got, cs[:n]...)
+			if len(got) == 1 && got[0].Op == rdma.OpSend {
+				// b echoes once it has the message.
+				bc := rdmatest.WaitN(t, rdmatest.Config{}, b, 1)
+				rdmatest.Want(t, bc[0], uint64(200+i), rdma.OpRecv, rdma.StatusSuccess, 8)
+				if bm.Bytes()[0] != byte(i) {
+					t.Fatalf("round %d: b received %d", i, bm.Bytes()[0])
+				}
+				rdmatest.Post(t, b, rdma.WorkRequest{ID: uint64(300 + i), Op: rdma.OpSend, Local: []rdma.SGE{{MR: bm, Length: 8}}})
+				rdmatest.WaitN(t, rdmatest.Config{}, b, 1)
+			}
+		}
+		rdmatest.Want(t, got[0], uint64(i), rdma.OpSend, rdma.StatusSuccess, 8)
+		rdmatest.Want(t, got[1], uint64(100+i), rdma.OpRecv, rdma.StatusSuccess, 8)
+		if am.Bytes()[64] != byte(i) {
+			t.Fatalf("round %d: a received %d back", i, am.Bytes()[64])
+		}
+	}
+	if st := a.dirState(); st.reads < rounds/2 {
+		t.Errorf("the owner read %d FPDUs of %d", st.reads, rounds)
+	}
+}
+
+// parkReader has c's reader goroutine give the receive role up: in a
+// section, it does at the first FPDU boundary after one arrives.
+func parkReader(t *testing.T, c, peer *Conn) {
+	t.Helper()
+	m := rdmatest.Alloc(t, c, 8, rdma.AccessLocalWrite)
+	pm := rdmatest.Alloc(t, peer, 8, rdma.AccessLocalWrite)
+	// c sends first: a responder sends nothing before the initiator has
+	// (MPA fencing).
+	rdmatest.PostRecv(t, peer, 902, rdmatest.Whole(pm))
+	rdmatest.Post(t, c, rdma.WorkRequest{ID: 903, Op: rdma.OpSend, Local: []rdma.SGE{rdmatest.Whole(m)}})
+	rdmatest.WaitN(t, rdmatest.Config{}, c, 1)
+	rdmatest.WaitN(t, rdmatest.Config{}, peer, 1)
+	rdmatest.PostRecv(t, c, 900, rdmatest.Whole(m))
+	c.BeginDirect()
+	rdmatest.Post(t, peer, rdma.WorkRequest{ID: 901, Op: rdma.OpSend, Local: []rdma.SGE{rdmatest.Whole(pm)}})
+	cs := make([]rdma.Completion, 1)
+	if n, err := c.WaitDirect(rdmatest.Context(t, rdmatest.Config{}), cs); n != 1 || err != nil {
+		t.Fatalf("WaitDirect: %d %v", n, err)
+	}
+	c.EndDirect()
+	rdmatest.WaitN(t, rdmatest.Config{}, peer, 1)
+	waitFor(t, "the reader goroutine parks", func() bool { return c.dirState().parked })
+}
+
+// blockedReading starts c's WaitDirect in a section and returns once it
+// blocks in a read; the result arrives on the channel.
+func blockedReading(t *testing.T, ctx context.Context, c *Conn) chan error {
+	t.Helper()
+	c.BeginDirect()
+	done := make(chan error, 1)
+	go func() {
+		n, err := c.WaitDirect(ctx, make([]rdma.Completion, 4))
+		if err == nil && n != 0 {
+			err = errors.New("completions returned")
+		}
+		done <- err
+	}()
+	waitFor(t, "the owner blocks in a read", func() bool { return c.dirState().reading })
+	return done
+}
+
+// TestDirectInterrupt: InterruptWait and the end of ctx end an owner's
+// blocking read, and the connection carries on.
+func TestDirectInterrupt(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	a, b := directPair(t)
+	parkReader(t, a, b)
+	done := blockedReading(t, context.Background(), a)
+	a.InterruptWait()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("interrupted WaitDirect: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("InterruptWait did not end WaitDirect")
+	}
+	a.EndDirect()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done = blockedReading(t, ctx, a)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("WaitDirect after cancel: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancel did not end WaitDirect")
+	}
+	a.EndDirect()
+
+	// The read deadlines are gone: a message still arrives whole.
+	am := rdmatest.Alloc(t, a, 64, rdma.AccessLocalWrite)
+	bm := rdmatest.Alloc(t, b, 64, 0)
+	rdmatest.PostRecv(t, a, 1, rdmatest.Whole(am))
+	rdmatest.Post(t, b, rdma.WorkRequest{ID: 2, Op: rdma.OpSend, Local: []rdma.SGE{rdmatest.Whole(bm)}})
+	a.BeginDirect()
+	defer a.EndDirect()
+	cs := make([]rdma.Completion, 1)
+	if n, err := a.WaitDirect(rdmatest.Context(t, rdmatest.Config{}), cs); n != 1 || err != nil {
+		t.Fatalf("WaitDirect: %d %v", n, err)
+	}
+	rdmatest.Want(t, cs[0], 1, rdma.OpRecv, rdma.StatusSuccess, 64)
+}
+
+// TestDirectOtherPoster: a Send that another goroutine posts while the
+// owner blocks in a read goes out through the writer, and its completion
+// ends the owner's read.
+func TestDirectOtherPoster(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	a, b := directPair(t)
+	am := rdmatest.Alloc(t, a, 64, 0)
+	bm := rdmatest.Alloc(t, b, 64, rdma.AccessLocalWrite)
+	parkReader(t, a, b)
+	rdmatest.PostRecv(t, b, 1, rdmatest.Whole(bm))
+	a.BeginDirect()
+	defer a.EndDirect()
+	got := make(chan rdma.Completion, 1)
+	go func() {
+		cs := make([]rdma.Completion, 1)
+		n, err := a.WaitDirect(rdmatest.Context(t, rdmatest.Config{}), cs)
+		if n != 1 || err != nil {
+			t.Errorf("WaitDirect: %d completions, %v", n, err)
+		}
+		got <- cs[0]
+	}()
+	waitFor(t, "the owner blocks in a read", func() bool { return a.dirState().reading })
+	rdmatest.Post(t, a, rdma.WorkRequest{ID: 7, Op: rdma.OpSend, Local: []rdma.SGE{rdmatest.Whole(am)}})
+	select {
+	case c := <-got:
+		rdmatest.Want(t, c, 7, rdma.OpSend, rdma.StatusSuccess, 64)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Send's completion did not reach the owner")
+	}
+	rdmatest.Want(t, rdmatest.WaitN(t, rdmatest.Config{}, b, 1)[0], 1, rdma.OpRecv, rdma.StatusSuccess, 64)
+}
+
+// TestDirectIdleNoticesEnd: after a section, with nobody waiting, the
+// reader goroutine takes the receive role back and notices the peer's
+// close.
+func TestDirectIdleNoticesEnd(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	a, b := directPair(t)
+	parkReader(t, a, b)
+	b.Close()
+	select {
+	case <-a.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the peer's close was not noticed")
+	}
+	if err := a.Err(); !errors.Is(err, rdma.ErrDisconnected) {
+		t.Errorf("ended with %v, want ErrDisconnected", err)
+	}
+}
