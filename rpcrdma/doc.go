@@ -88,10 +88,25 @@
 // provider the caller sleeps on the device's completion channel itself,
 // so nothing runs between the device and the caller: in the lab guest
 // (Soft-RoCE, lab/bench-verbs.sh) a NULL round trip's median fell to
-// 0.68x in event mode and 0.85x polling. The software iWARP reads and
-// writes its socket on goroutines of its own, which stay, and there it
-// measured neutral (rpcrdma bench, NULL p50 0.99x); docs/performance.md
-// has the runs.
+// 0.68x in event mode and 0.85x polling.
+//
+// The software iWARP reads and writes its socket on goroutines of its
+// own, and a round trip through them would still cross goroutines four
+// times a side. It implements rdma.DirectIO, and whoever has the turn
+// (the loop, or a caller on the short path) waits with WaitDirect inside
+// a direct section (short.go: beginDirect, waitTurn): it writes what it
+// posted and reads the socket itself until its completions are in, so a
+// NULL runs on one goroutine per side, as a raw TCP ping-pong does (two
+// goroutine runs per call in an execution trace, against eight without).
+// Two exceptions keep bulk data on the provider's own goroutines, where
+// two cores move it faster: a caller goes direct only for a call the
+// responder pulls nothing of (directCall), and after a message whose
+// read chunks are to be pulled the turn's goroutine waits once with its
+// section closed, so the provider's reader takes the Read Responses
+// (pullSoon). Back to back the gain is small (NULL p50 0.96x); after the
+// program has done something else for a while, when the connection's
+// goroutines would otherwise all have to be woken, a NULL takes a third
+// to two thirds of the time (docs/performance.md, "Direct I/O").
 //
 // The responder has a short path of its own (rpc.InlineReplier): a call
 // that offers no write or reply chunk, arriving when no other runs, is

@@ -137,10 +137,10 @@ reports ops/s over its operations' own time, gaps and turns left out.
 All of these are calls made back to back, while the connections'
 goroutines and the machine's cores are awake. --gap D sleeps D before
 each operation of the cases with one outstanding, as a program that
-does other work between its calls does: there the RPC-over-RDMA calls,
-which wake more goroutines than raw TCP does, lose more (on a 2-core VM
-with --gap 1.5ms, the NULL's p50 went from about 1.5x the ping-pong's
-to about 4x).
+does other work between its calls does: every case then pays to wake
+goroutines and cores, and the RPC-over-RDMA calls, which wake more of
+them than raw TCP does, lose more (on a 2-core VM with --gap 1.5ms, the
+NULL's p50 went from about 1.4x the ping-pong's to 2-2.5x).
 
 Per case: operations per second, MB/s of payload, p50 and p99 latency,
 and heap allocations per operation (client and in-process server
