@@ -338,14 +338,21 @@ func (c *Conn) PostRecv(id uint64, sgl []rdma.SGE) error {
 func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state == stateDead {
-		return c.deadErr(fmt.Sprintf("post %v %d", wr.Op, wr.ID))
-	}
-	if err := c.q.CheckedPostSend("iwarp", wr, c.limits.SendQueueDepth, c.limits.ORD, MaxMessageSize, c.checkSGL); err != nil {
+	if err := c.postSendLocked(wr); err != nil {
 		return err
 	}
 	wq.Signal(c.kick)
 	return nil
+}
+
+// postSendLocked checks wr and queues it on the send queue, for PostSend
+// and PostSendDirect, which then say who transmits it. The caller holds
+// c.mu.
+func (c *Conn) postSendLocked(wr *rdma.WorkRequest) error {
+	if c.state == stateDead {
+		return c.deadErr(fmt.Sprintf("post %v %d", wr.Op, wr.ID))
+	}
+	return c.q.CheckedPostSend("iwarp", wr, c.limits.SendQueueDepth, c.limits.ORD, MaxMessageSize, c.checkSGL)
 }
 
 // Poll returns available completions.

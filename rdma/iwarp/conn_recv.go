@@ -93,13 +93,7 @@ func (c *Conn) reader() {
 		}
 	}
 	c.mu.Lock()
-	switch {
-	case c.state == stateDead:
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		c.endLocked(rdma.ErrDisconnected, nil)
-	default:
-		c.endLocked(rdma.ErrConnectionLost, nil)
-	}
+	c.endByStreamLocked(err)
 	if c.srqHeld {
 		c.completeRecvLocked(rdma.Completion{Status: rdma.StatusFlushed})
 	}
@@ -113,6 +107,19 @@ func (c *Conn) reader() {
 	<-c.writerDone
 	c.closeSocket()
 	close(c.readerDone)
+}
+
+// endByStreamLocked ends c after the stream failed with err, read by the
+// reader goroutine or a direct owner: the peer's orderly close is a
+// disconnection, anything else a lost connection. The caller holds c.mu.
+func (c *Conn) endByStreamLocked(err error) {
+	switch {
+	case c.state == stateDead:
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		c.endLocked(rdma.ErrDisconnected, nil)
+	default:
+		c.endLocked(rdma.ErrConnectionLost, nil)
+	}
 }
 
 // isSend reports whether op is one of the four Send variants.

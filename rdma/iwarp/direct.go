@@ -39,7 +39,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -161,10 +160,7 @@ func (c *Conn) resumeReaderLocked() {
 func (c *Conn) PostSendDirect(wr *rdma.WorkRequest) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state == stateDead {
-		return c.deadErr(fmt.Sprintf("post %v %d", wr.Op, wr.ID))
-	}
-	if err := c.q.CheckedPostSend("iwarp", wr, c.limits.SendQueueDepth, c.limits.ORD, MaxMessageSize, c.checkSGL); err != nil {
+	if err := c.postSendLocked(wr); err != nil {
 		return err
 	}
 	if c.dir.open && !c.dir.blocked {
@@ -467,11 +463,5 @@ func (c *Conn) endByStream(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dir.rxErr = err
-	switch {
-	case c.state == stateDead:
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		c.endLocked(rdma.ErrDisconnected, nil)
-	default:
-		c.endLocked(rdma.ErrConnectionLost, nil)
-	}
+	c.endByStreamLocked(err)
 }
