@@ -105,8 +105,8 @@
 // section closed, so the provider's reader takes the Read Responses
 // (pullSoon). Back to back the gain is small (NULL p50 0.96x); after the
 // program has done something else for a while, when the connection's
-// goroutines would otherwise all have to be woken, a NULL takes a third
-// to two thirds of the time (docs/performance.md, "Direct I/O").
+// goroutines would otherwise all have to be woken, a NULL takes 0.33-0.61x
+// the time (docs/performance.md, "Direct I/O").
 //
 // The responder has a short path of its own (rpc.InlineReplier): a call
 // that offers no write or reply chunk, arriving when no other runs, is
