@@ -36,6 +36,9 @@ type benchResult struct {
 	P50us       float64 `json:"p50_us"`
 	P99us       float64 `json:"p99_us"`
 	AllocsPerOp float64 `json:"allocs_per_op"`
+	// CPUusPerOp is the process's CPU time per operation, user and
+	// system, every thread's; 0 where the platform does not report it.
+	CPUusPerOp float64 `json:"cpu_us_per_op"`
 
 	// With --repeat: the number of runs the figures above are the
 	// medians of, and the range of each figure over them.
@@ -44,6 +47,7 @@ type benchResult struct {
 	MBRange  *benchRange `json:"mb_per_sec_range,omitempty"`
 	P50Range *benchRange `json:"p50_us_range,omitempty"`
 	P99Range *benchRange `json:"p99_us_range,omitempty"`
+	CPURange *benchRange `json:"cpu_us_per_op_range,omitempty"`
 }
 
 // benchCase is one measurement: outstanding workers each calling op in a
@@ -143,10 +147,17 @@ them than raw TCP does, lose more (on a 2-core VM with --gap 1.5ms, the
 NULL's p50 went from about 1.4x the ping-pong's to 2-2.5x).
 
 Per case: operations per second, MB/s of payload, p50 and p99 latency,
-and heap allocations per operation (client and in-process server
-together). After the cases, the ratios the design's targets are stated
-in (NULL p50 against the raw TCP ping-pong, 1 MiB MB/s against raw TCP
-bulk, CRC on against off), each taken within the run.
+heap allocations per operation, and the process's CPU time per
+operation, user and system on every thread (getrusage; "cpu µs/op"),
+both for client and in-process server together (with --connect, the
+client's alone). With one operation outstanding and both ends in one
+process on loopback, some thread of the process works at almost every
+instant of a round trip (the network is the kernel's, on the same
+cores), so there CPU time per operation is close to the latency; with
+several outstanding it is what an operation costs. After the cases, the ratios the design's targets
+are stated in (NULL p50 against the raw TCP ping-pong, 1 MiB MB/s
+against raw TCP bulk, CRC on against off) and the NULL's CPU time
+against the ping-pong's, each taken within the run.
 
 --repeat N runs the whole suite N times over (on the same connections)
 and reports each figure as its median over the runs, with its range, and
@@ -158,8 +169,9 @@ status 1); with --repeat, the runs completed, or the first run's cases
 if none was; a second Ctrl-C kills it. --json prints {"results": [...],
 "ratios": [...]}; each result has the keys transport, op, size,
 outstanding, ops, ops_per_sec, mb_per_sec, p50_us, p99_us,
-allocs_per_op, and with --repeat also runs and the ranges
-ops_per_sec_range, mb_per_sec_range, p50_us_range, p99_us_range
+allocs_per_op, cpu_us_per_op (0 where the platform does not report it),
+and with --repeat also runs and the ranges ops_per_sec_range,
+mb_per_sec_range, p50_us_range, p99_us_range, cpu_us_per_op_range
 ([least, greatest]), and the output has "runs": one {"results": [...]}
 per run. Each ratio has the keys name, median, range and runs.
 
@@ -427,6 +439,7 @@ type caseSample struct {
 	lat     []time.Duration
 	elapsed time.Duration
 	mallocs uint64
+	cpu     time.Duration // the process's CPU time over the sample (processCPU)
 }
 
 // measure runs one round of a case with several operations outstanding
@@ -455,6 +468,7 @@ func measure(stop context.Context, c benchCase, d time.Duration) (caseSample, er
 	var ms0, ms1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms0)
+	cpu0, _ := processCPU()
 	var wg sync.WaitGroup
 	errs := make([]error, c.outstanding)
 	start := time.Now()
@@ -478,11 +492,12 @@ func measure(stop context.Context, c benchCase, d time.Duration) (caseSample, er
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, _ := processCPU()
 	runtime.ReadMemStats(&ms1)
 	if err := errors.Join(errs...); err != nil {
 		return caseSample{}, err
 	}
-	smp := caseSample{elapsed: elapsed, mallocs: ms1.Mallocs - ms0.Mallocs}
+	smp := caseSample{elapsed: elapsed, mallocs: ms1.Mallocs - ms0.Mallocs, cpu: cpu1 - cpu0}
 	for _, l := range lat {
 		smp.lat = append(smp.lat, l...)
 	}
@@ -494,10 +509,11 @@ func measure(stop context.Context, c benchCase, d time.Duration) (caseSample, er
 // runs one operation of each case, then the next turn, sleeping gap
 // before each operation. Each sample's elapsed time is the sum of its
 // own operations' latencies, so that its operations per second are those
-// of the case alone, gaps and turns left out; its heap allocations are
-// those of the whole round, every case's (a count per case would need a
-// stop of the world per operation), so that with more than one case its
-// allocations per operation are per turn.
+// of the case alone, gaps and turns left out; its heap allocations and CPU
+// time are those of the whole round, every case's (a count per case would
+// need a stop of the world or a system call per operation), so that with
+// more than one case its allocations and CPU time per operation are per
+// turn.
 func measureTurns(stop context.Context, cases []benchCase, d, gap time.Duration) ([]caseSample, error) {
 	ops := make([]func(context.Context, int) error, len(cases))
 	for i, c := range cases {
@@ -524,6 +540,7 @@ func measureTurns(stop context.Context, cases []benchCase, d, gap time.Duration)
 	var ms0, ms1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms0)
+	cpu0, _ := processCPU()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && stop.Err() == nil {
 		for i, op := range ops {
@@ -539,9 +556,11 @@ func measureTurns(stop context.Context, cases []benchCase, d, gap time.Duration)
 			smps[i].elapsed += l
 		}
 	}
+	cpu1, _ := processCPU()
 	runtime.ReadMemStats(&ms1)
 	for i := range smps {
 		smps[i].mallocs = ms1.Mallocs - ms0.Mallocs
+		smps[i].cpu = cpu1 - cpu0
 	}
 	return smps, nil
 }
@@ -551,10 +570,12 @@ func summarize(c benchCase, samples []caseSample) (benchResult, error) {
 	var all []time.Duration
 	var elapsed time.Duration
 	var mallocs uint64
+	var cpu time.Duration
 	for _, s := range samples {
 		all = append(all, s.lat...)
 		elapsed += s.elapsed
 		mallocs += s.mallocs
+		cpu += s.cpu
 	}
 	if len(all) == 0 {
 		return benchResult{}, errors.New("no operation completed")
@@ -567,6 +588,7 @@ func summarize(c benchCase, samples []caseSample) (benchResult, error) {
 		P50us:       float64(all[n/2].Nanoseconds()) / 1e3,
 		P99us:       float64(all[min(n-1, n*99/100)].Nanoseconds()) / 1e3,
 		AllocsPerOp: float64(mallocs) / float64(n),
+		CPUusPerOp:  float64(cpu.Nanoseconds()) / 1e3 / float64(n),
 	}
 	r.MBPerSec = r.OpsPerSec * float64(c.size) / 1e6
 	return r, nil
@@ -574,10 +596,10 @@ func summarize(c benchCase, samples []caseSample) (benchResult, error) {
 
 func printTable(w io.Writer, rs []benchResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "transport\top\tsize\toutstanding\tops/s\tMB/s\tp50 µs\tp99 µs\tallocs/op\t")
+	fmt.Fprintln(tw, "transport\top\tsize\toutstanding\tops/s\tMB/s\tp50 µs\tp99 µs\tallocs/op\tcpu µs/op\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t\n",
-			r.Transport, r.Op, r.Size, r.Outstanding, r.OpsPerSec, r.MBPerSec, r.P50us, r.P99us, r.AllocsPerOp)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n",
+			r.Transport, r.Op, r.Size, r.Outstanding, r.OpsPerSec, r.MBPerSec, r.P50us, r.P99us, r.AllocsPerOp, r.CPUusPerOp)
 	}
 	tw.Flush()
 }

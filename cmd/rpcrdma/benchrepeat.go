@@ -24,7 +24,7 @@ type ratioDef struct {
 	// num and den select the cases (transport, op, size, outstanding).
 	num, den caseKey
 	// field picks the figure compared: "p50" for latency, "mbps" or
-	// "ops" for throughput.
+	// "ops" for throughput, "cpu" for CPU time per operation.
 	field string
 }
 
@@ -43,6 +43,7 @@ var benchRatios = []ratioDef{
 	{"tcp NULL p50 / raw TCP ping-pong p50", caseKey{"tcp", "NULL", 0, 1}, caseKey{"rawtcp", "pingpong", 64, 1}, "p50"},
 	{"rdma NULL p50 / raw TCP ping-pong p50, alternated", caseKey{"rdma", "NULL" + alternatedSuffix, 0, 1}, caseKey{"rawtcp", "pingpong" + alternatedSuffix, 64, 1}, "p50"},
 	{"tcp NULL p50 / raw TCP ping-pong p50, alternated", caseKey{"tcp", "NULL" + alternatedSuffix, 0, 1}, caseKey{"rawtcp", "pingpong" + alternatedSuffix, 64, 1}, "p50"},
+	{"rdma NULL cpu/op / raw TCP ping-pong cpu/op", caseKey{"rdma", "NULL", 0, 1}, caseKey{"rawtcp", "pingpong", 64, 1}, "cpu"},
 	{"rdma NULL x32 ops/s / tcp NULL x32 ops/s", caseKey{"rdma", "NULL", 0, 32}, caseKey{"tcp", "NULL", 0, 32}, "ops"},
 	{"rdma WRITE 1 MiB MB/s / raw TCP bulk", caseKey{"rdma", "WRITE", mib, 1}, caseKey{"rawtcp", "bulk", mib, 1}, "mbps"},
 	{"rdma READ 1 MiB MB/s / raw TCP bulk", caseKey{"rdma", "READ", mib, 1}, caseKey{"rawtcp", "bulk", mib, 1}, "mbps"},
@@ -70,6 +71,8 @@ func (d ratioDef) figure(r benchResult) float64 {
 		return r.P50us
 	case "ops":
 		return r.OpsPerSec
+	case "cpu":
+		return r.CPUusPerOp
 	default:
 		return r.MBPerSec
 	}
@@ -122,7 +125,9 @@ func aggregate(runs [][]benchResult) []benchResult {
 		a.P50us, p50 = pick(func(r benchResult) float64 { return r.P50us })
 		a.P99us, p99 = pick(func(r benchResult) float64 { return r.P99us })
 		a.AllocsPerOp, _ = pick(func(r benchResult) float64 { return r.AllocsPerOp })
-		a.OpsRange, a.MBRange, a.P50Range, a.P99Range = &ops, &mbps, &p50, &p99
+		var cpu benchRange
+		a.CPUusPerOp, cpu = pick(func(r benchResult) float64 { return r.CPUusPerOp })
+		a.OpsRange, a.MBRange, a.P50Range, a.P99Range, a.CPURange = &ops, &mbps, &p50, &p99, &cpu
 		out = append(out, a)
 	}
 	return out
@@ -162,7 +167,7 @@ func ratios(runs [][]benchResult) []benchRatio {
 func printRepeated(w io.Writer, rs []benchResult, rats []benchRatio, runs int) {
 	fmt.Fprintf(w, "median of %s, (range)\n", plural(runs, "run"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "transport\top\tsize\toutstanding\tops/s\t\tMB/s\t\tp50 µs\t\tp99 µs\t\tallocs/op\t")
+	fmt.Fprintln(tw, "transport\top\tsize\toutstanding\tops/s\t\tMB/s\t\tp50 µs\t\tp99 µs\t\tallocs/op\tcpu µs/op\t\t")
 	rg := func(r *benchRange, prec int) string {
 		if r == nil {
 			return ""
@@ -170,10 +175,11 @@ func printRepeated(w io.Writer, rs []benchResult, rats []benchRatio, runs int) {
 		return fmt.Sprintf("(%.*f-%.*f)", prec, r[0], prec, r[1])
 	}
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%s\t%.1f\t%s\t%.1f\t%s\t%.1f\t%s\t%.1f\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%s\t%.1f\t%s\t%.1f\t%s\t%.1f\t%s\t%.1f\t%.1f\t%s\t\n",
 			r.Transport, r.Op, r.Size, r.Outstanding,
 			r.OpsPerSec, rg(r.OpsRange, 0), r.MBPerSec, rg(r.MBRange, 1),
-			r.P50us, rg(r.P50Range, 1), r.P99us, rg(r.P99Range, 1), r.AllocsPerOp)
+			r.P50us, rg(r.P50Range, 1), r.P99us, rg(r.P99Range, 1), r.AllocsPerOp,
+			r.CPUusPerOp, rg(r.CPURange, 1))
 	}
 	tw.Flush()
 	printRatios(w, rats)

@@ -32,10 +32,10 @@ func TestMedian(t *testing.T) {
 // run before the median (not medians divided).
 func TestAggregate(t *testing.T) {
 	raw := func(p50 float64) benchResult {
-		return benchResult{Transport: "rawtcp", Op: "pingpong", Size: 64, Outstanding: 1, Ops: 10, OpsPerSec: 1e6 / p50, P50us: p50, P99us: 2 * p50}
+		return benchResult{Transport: "rawtcp", Op: "pingpong", Size: 64, Outstanding: 1, Ops: 10, OpsPerSec: 1e6 / p50, P50us: p50, P99us: 2 * p50, CPUusPerOp: p50}
 	}
 	null := func(p50 float64) benchResult {
-		return benchResult{Transport: "rdma", Op: "NULL", Size: 0, Outstanding: 1, Ops: 5, OpsPerSec: 1e6 / p50, P50us: p50, P99us: 3 * p50, AllocsPerOp: 1}
+		return benchResult{Transport: "rdma", Op: "NULL", Size: 0, Outstanding: 1, Ops: 5, OpsPerSec: 1e6 / p50, P50us: p50, P99us: 3 * p50, AllocsPerOp: 1, CPUusPerOp: p50 / 2}
 	}
 	runs := [][]benchResult{
 		{raw(10), null(20)},
@@ -52,16 +52,20 @@ func TestAggregate(t *testing.T) {
 		t.Errorf("rawtcp: %+v p50 %v p99 %v", r, *r.P50Range, *r.P99Range)
 	}
 	n := agg[1]
-	if n.Runs != 3 || n.P50us != 22 || *n.P50Range != (benchRange{20, 30}) || n.AllocsPerOp != 1 {
+	if n.Runs != 3 || n.P50us != 22 || *n.P50Range != (benchRange{20, 30}) || n.AllocsPerOp != 1 || n.CPUusPerOp != 11 || *n.CPURange != (benchRange{10, 15}) {
 		t.Errorf("rdma NULL: %+v", n)
 	}
 	rats := ratios(runs)
-	if len(rats) != 1 {
+	if len(rats) != 2 || rats[0].Name != "rdma NULL p50 / raw TCP ping-pong p50" || rats[1].Name != "rdma NULL cpu/op / raw TCP ping-pong cpu/op" {
 		t.Fatalf("ratios: %+v", rats)
 	}
 	// Per run: 2.0, 1.1, 2.5; medians divided would give 22/11.5.
 	if got := rats[0]; got.Runs != 3 || got.Median != 2.0 || got.Range != (benchRange{1.1, 2.5}) {
 		t.Errorf("ratio: %+v", got)
+	}
+	// CPU per operation, per run: 1.0, 0.55, 1.25.
+	if got := rats[1]; got.Runs != 3 || got.Median != 1.0 || got.Range != (benchRange{0.55, 1.25}) {
+		t.Errorf("cpu ratio: %+v", got)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -268,7 +269,7 @@ func checkBench(t *testing.T, out string, wantTransports ...string) benchOutput 
 	var raw map[string][]map[string]any
 	json.Unmarshal([]byte(out), &raw)
 	for _, r := range raw["results"] {
-		for _, k := range []string{"transport", "op", "size", "outstanding", "ops_per_sec", "mb_per_sec", "p50_us", "p99_us", "allocs_per_op"} {
+		for _, k := range []string{"transport", "op", "size", "outstanding", "ops_per_sec", "mb_per_sec", "p50_us", "p99_us", "allocs_per_op", "cpu_us_per_op"} {
 			if _, ok := r[k]; !ok {
 				t.Fatalf("result %v lacks key %q", r, k)
 			}
@@ -279,6 +280,9 @@ func checkBench(t *testing.T, out string, wantTransports ...string) benchOutput 
 		seen[r.Transport] = true
 		if r.OpsPerSec <= 0 || r.Ops <= 0 || r.P50us <= 0 || r.P99us < r.P50us {
 			t.Errorf("implausible result %+v", r)
+		}
+		if _, ok := processCPU(); ok && r.CPUusPerOp <= 0 {
+			t.Errorf("%s %s x%d: cpu %.1f µs/op where getrusage reports it", r.Transport, r.Op, r.Outstanding, r.CPUusPerOp)
 		}
 	}
 	for _, tr := range wantTransports {
@@ -295,6 +299,21 @@ func TestBenchJSON(t *testing.T) {
 		t.Fatalf("bench: exit %d\n%s", code, errOut)
 	}
 	b := checkBench(t, out, "rawtcp", "tcp", "rdma", "rdma+crc")
+	// The process's CPU time per operation is no more than every CPU
+	// busy for as long as the operations took: a case's time measured is
+	// its operations' own, back to back here; an alternated case's CPU
+	// time counts the whole turn, of up to five operations.
+	if _, ok := processCPU(); ok {
+		for _, r := range b.Results {
+			limit := 1.5 * float64(runtime.NumCPU()) * 1e6 / r.OpsPerSec
+			if strings.HasSuffix(r.Op, alternatedSuffix) {
+				limit *= 8
+			}
+			if r.CPUusPerOp > limit {
+				t.Errorf("%s %s x%d: cpu %.1f µs/op, more than %.1f", r.Transport, r.Op, r.Outstanding, r.CPUusPerOp, limit)
+			}
+		}
+	}
 	ops := map[string]bool{}
 	cases := map[string]int{}
 	for _, r := range b.Results {
