@@ -57,7 +57,7 @@ func NewLocalFS(dir string) (*LocalFS, error) {
 		return nil, err
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	l := &LocalFS{root: r, rootIno: st.Ino, fsid: st.Dev, paths: map[uint64]string{st.Ino: "."}, missed: make(map[uint64]time.Time)}
+	l := &LocalFS{root: r, rootIno: st.Ino, fsid: uint64(st.Dev), paths: map[uint64]string{st.Ino: "."}, missed: make(map[uint64]time.Time)}
 	l.files.init(l)
 	return l, nil
 }
@@ -151,14 +151,16 @@ func (l *LocalFS) attr(fi fs.FileInfo) nfs3.Attr { return l.statAttr(fi.Sys().(*
 
 // statAttr converts a stat(2) result into fattr3.
 func (l *LocalFS) statAttr(st *syscall.Stat_t) nfs3.Attr {
+	at, mt, ct := statTimes(st)
+	major, minor := devNumbers(uint64(st.Rdev))
 	a := nfs3.Attr{
 		Mode: uint32(st.Mode) & 0o7777, Nlink: uint32(st.Nlink), UID: st.Uid, GID: st.Gid,
 		Size: uint64(st.Size), Used: uint64(st.Blocks) * 512,
-		Rdev: nfs3.SpecData{Major: uint32(st.Rdev >> 8 & 0xfff), Minor: uint32(st.Rdev&0xff | st.Rdev>>12&0xfff00)},
+		Rdev: nfs3.SpecData{Major: major, Minor: minor},
 		FSID: l.fsid, FileID: st.Ino,
-		Atime: nfs3.Time{Seconds: uint32(st.Atim.Sec), Nseconds: uint32(st.Atim.Nsec)},
-		Mtime: nfs3.Time{Seconds: uint32(st.Mtim.Sec), Nseconds: uint32(st.Mtim.Nsec)},
-		Ctime: nfs3.Time{Seconds: uint32(st.Ctim.Sec), Nseconds: uint32(st.Ctim.Nsec)},
+		Atime: nfs3.Time{Seconds: uint32(at.Sec), Nseconds: uint32(at.Nsec)},
+		Mtime: nfs3.Time{Seconds: uint32(mt.Sec), Nseconds: uint32(mt.Nsec)},
+		Ctime: nfs3.Time{Seconds: uint32(ct.Sec), Nseconds: uint32(ct.Nsec)},
 	}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
@@ -581,10 +583,13 @@ func (l *LocalFS) Statfs(ctx context.Context) (FSStat, error) {
 	if err := syscall.Fstatfs(int(f.Fd()), &s); err != nil {
 		return FSStat{}, err
 	}
+	// The fields' types differ between systems (FreeBSD's Bavail and
+	// Ffree are signed: negative within the root's reserve).
 	bs := uint64(s.Bsize)
+	free := uint64(max(s.Ffree, 0))
 	return FSStat{
-		TotalBytes: s.Blocks * bs, FreeBytes: s.Bfree * bs, AvailBytes: s.Bavail * bs,
-		TotalFiles: s.Files, FreeFiles: s.Ffree, AvailFiles: s.Ffree,
+		TotalBytes: uint64(s.Blocks) * bs, FreeBytes: uint64(s.Bfree) * bs, AvailBytes: uint64(max(s.Bavail, 0)) * bs,
+		TotalFiles: uint64(s.Files), FreeFiles: free, AvailFiles: free,
 	}, nil
 }
 
