@@ -36,6 +36,10 @@ type nfsBenchResult struct {
 	P99us     float64 `json:"p99_us"`
 	P999us    float64 `json:"p999_us"`
 	MaxUs     float64 `json:"max_us"`
+	// CPUusPerOp is this process's CPU time per operation, user and
+	// system (the client's: fio's usr and sys, per operation); 0 where
+	// the platform does not report it.
+	CPUusPerOp float64 `json:"cpu_us_per_op"`
 }
 
 // parseSize reads a byte count with an optional k, m or g suffix (powers
@@ -148,10 +152,10 @@ func nfsBench(args []string, stdout, stderr io.Writer) error {
 		}{results})
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "transport\top\tpattern\tbs\tqd\tconns\tops\tops/s\tMB/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tmax µs\t")
+	fmt.Fprintln(tw, "transport\top\tpattern\tbs\tqd\tconns\tops\tops/s\tMB/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tmax µs\tcpu µs/op\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", r.Transport, strings.ToUpper(r.Op), r.Pattern,
-			r.Size, r.QueueDep, r.Conns, r.Ops, r.OpsPerSec, r.MBPerSec, r.P50us, r.P90us, r.P99us, r.P999us, r.MaxUs)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t\n", r.Transport, strings.ToUpper(r.Op), r.Pattern,
+			r.Size, r.QueueDep, r.Conns, r.Ops, r.OpsPerSec, r.MBPerSec, r.P50us, r.P90us, r.P99us, r.P999us, r.MaxUs, r.CPUusPerOp)
 	}
 	return tw.Flush()
 }
@@ -171,6 +175,7 @@ func runNFSBench(ctx context.Context, clients []*nfs.Client, fh nfs3.FileHandle,
 	var mu sync.Mutex
 	var lats []time.Duration
 	var firstErr error
+	cpu0, _ := processCPU()
 	start := time.Now()
 	deadline := start.Add(d)
 	for w := range len(clients) * qd {
@@ -231,6 +236,7 @@ func runNFSBench(ctx context.Context, clients []*nfs.Client, fh nfs3.FileHandle,
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, _ := processCPU()
 	if firstErr != nil {
 		return nfsBenchResult{}, firstErr
 	}
@@ -247,9 +253,14 @@ func runNFSBench(ctx context.Context, clients []*nfs.Client, fh nfs3.FileHandle,
 		return float64(lats[min(len(lats)-1, int(p*float64(len(lats))))].Nanoseconds()) / 1e3
 	}
 	n := done.Load()
+	var cpuPerOp float64
+	if n > 0 {
+		cpuPerOp = float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / float64(n)
+	}
 	return nfsBenchResult{
 		Op: op, Pattern: pat, Size: bs, QueueDep: qd, Conns: len(clients), Ops: int(n), Seconds: elapsed.Seconds(),
 		OpsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(n) * float64(bs) / elapsed.Seconds() / 1e6,
 		P50us: pct(0.5), P90us: pct(0.9), P99us: pct(0.99), P999us: pct(0.999), MaxUs: pct(1),
+		CPUusPerOp: cpuPerOp,
 	}, nil
 }

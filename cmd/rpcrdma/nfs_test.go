@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -130,9 +131,16 @@ func TestNFSCommands(t *testing.T) {
 				if r.Ops == 0 || r.MBPerSec <= 0 || r.P50us <= 0 || r.P99us < r.P50us || r.Transport != tr || r.Conns != 2 {
 					t.Errorf("bench result %+v", r)
 				}
+				// The client's CPU time per operation: there, and no
+				// more than every CPU busy throughout.
+				if limit := 1.5 * float64(runtime.NumCPU()) * r.Seconds * 1e6 / float64(r.Ops); r.CPUusPerOp <= 0 || r.CPUusPerOp > limit {
+					if _, ok := processCPU(); ok {
+						t.Errorf("bench %s %s: cpu %.1f µs/op, want in (0, %.1f]", r.Op, r.Pattern, r.CPUusPerOp, limit)
+					}
+				}
 			}
 			out, _ = s.client(t, tr, "bench", "--duration", "100ms", "--size", "1m", "--bs", "64k", "--op", "read", "127.0.0.1:/export")
-			if !strings.Contains(out, "READ") || !strings.Contains(out, "p99 µs") {
+			if !strings.Contains(out, "READ") || !strings.Contains(out, "p99 µs") || !strings.Contains(out, "cpu µs/op") {
 				t.Errorf("bench table:\n%s", out)
 			}
 		})
