@@ -368,7 +368,10 @@ func (c *Conn) awaitTurn(back chan struct{}) {
 // After a message whose read chunks are to be pulled, it waits once with
 // the section closed: the provider's own receive goroutine then reads the
 // Read Responses, bulk data that arrives while this goroutine would be
-// busy with other work.
+// busy with other work. WaitDirect does the same by itself for Reads
+// already posted when it begins; the Reads of a call are posted later, by
+// a side goroutine (startPull), after this goroutine has gone back to its
+// wait.
 func (c *Conn) waitTurn(ctx context.Context, cs []rdma.Completion) (int, error) {
 	pull := c.pullSoon.Swap(false)
 	if !c.dirOpen {

@@ -228,3 +228,42 @@ func TestDirectIdleNoticesEnd(t *testing.T) {
 		t.Errorf("ended with %v, want ErrDisconnected", err)
 	}
 }
+
+// TestDirectReadLeftToReader: an owner whose RDMA Read is outstanding
+// when its wait begins leaves the Read Responses, bulk data, to the
+// reader goroutine, which takes them in better on two cores: the owner
+// reads none of their FPDUs, and the data arrives whole.
+func TestDirectReadLeftToReader(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	a, b := directPair(t)
+	const n = 1 << 20
+	src := rdmatest.Alloc(t, b, n, rdma.AccessRemoteRead)
+	for i := range src.Bytes() {
+		src.Bytes()[i] = byte(i * 7)
+	}
+	sink := rdmatest.Alloc(t, a, n, rdma.AccessLocalWrite)
+	// With the reader goroutine parked, the owner holds the socket
+	// when its wait begins.
+	parkReader(t, a, b)
+	a.BeginDirect()
+	defer a.EndDirect()
+	before := a.dirState().reads
+	wr := &rdma.WorkRequest{ID: 1, Op: rdma.OpRead, Local: []rdma.SGE{rdmatest.Whole(sink)}, RemoteSTag: src.STag(), RemoteTO: src.TO()}
+	if err := a.PostSendDirect(wr); err != nil {
+		t.Fatal(err)
+	}
+	cs := make([]rdma.Completion, 4)
+	k, err := a.WaitDirect(rdmatest.Context(t, rdmatest.Config{}), cs)
+	if err != nil || k != 1 {
+		t.Fatalf("WaitDirect: %d completions, %v", k, err)
+	}
+	rdmatest.Want(t, cs[0], 1, rdma.OpRead, rdma.StatusSuccess, n)
+	for i, v := range sink.Bytes() {
+		if v != byte(i*7) {
+			t.Fatalf("byte %d read as %d, want %d", i, v, byte(i*7))
+		}
+	}
+	if r := a.dirState().reads - before; r != 0 {
+		t.Errorf("the owner read %d FPDUs of the Read Responses itself", r)
+	}
+}

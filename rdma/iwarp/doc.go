@@ -27,7 +27,10 @@
 //
 // # Data path
 //
-// Each connection runs one reader and one writer goroutine. The writer
+// Each connection runs one reader and one writer goroutine, and lends
+// both roles to the goroutine that waits for its completions between
+// BeginDirect and EndDirect (rdma.DirectIO, direct.go): a request and its
+// response then run on one goroutine per side. The writer
 // batches FPDUs with vectored writes, taking payload straight from
 // registered memory; the reader places tagged and untagged payload straight
 // from the socket into registered memory or posted receives. FPDUs are at
