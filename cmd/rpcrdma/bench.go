@@ -135,7 +135,7 @@ moves the three together. So do the raw bulk transfer and the 1 MiB
 WRITE and READ, with CRC off and on ("bulk-alternated",
 "WRITE-alternated", "READ-alternated"). Each runs with colder caches
 than alone, so their figures differ a little. An alternated case's
-allocs/op counts the whole turn. A case with one operation outstanding
+allocs/op and cpu µs/op count the whole turn. A case with one operation outstanding
 reports ops/s over its operations' own time, gaps and turns left out.
 
 All of these are calls made back to back, while the connections'
@@ -154,10 +154,10 @@ client's alone). With one operation outstanding and both ends in one
 process on loopback, some thread of the process works at almost every
 instant of a round trip (the network is the kernel's, on the same
 cores), so there CPU time per operation is close to the latency; with
-several outstanding it is what an operation costs. After the cases, the ratios the design's targets
-are stated in (NULL p50 against the raw TCP ping-pong, 1 MiB MB/s
-against raw TCP bulk, CRC on against off) and the NULL's CPU time
-against the ping-pong's, each taken within the run.
+several outstanding it is what an operation costs. After the cases, the
+ratios the design's targets are stated in (NULL p50 against the raw TCP
+ping-pong, 1 MiB MB/s against raw TCP bulk, CRC on against off) and the
+NULL's CPU time against the ping-pong's, each taken within the run.
 
 --repeat N runs the whole suite N times over (on the same connections)
 and reports each figure as its median over the runs, with its range, and
@@ -438,8 +438,29 @@ func isTerminal(w io.Writer) bool {
 type caseSample struct {
 	lat     []time.Duration
 	elapsed time.Duration
+	sampleUsage
+}
+
+// sampleUsage is what a sample counts besides its operations: the heap
+// allocations and the process's CPU time (processCPU) it took.
+type sampleUsage struct {
 	mallocs uint64
-	cpu     time.Duration // the process's CPU time over the sample (processCPU)
+	cpu     time.Duration
+}
+
+// readSampleUsage returns the process's counts so far; since, what they
+// have grown by from u. The first reading of a sample follows a garbage
+// collection, so that one owed by earlier work does not fall in it.
+func readSampleUsage() sampleUsage {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	cpu, _ := processCPU()
+	return sampleUsage{ms.Mallocs, cpu}
+}
+
+func (u sampleUsage) since() sampleUsage {
+	v := readSampleUsage()
+	return sampleUsage{v.mallocs - u.mallocs, v.cpu - u.cpu}
 }
 
 // measure runs one round of a case with several operations outstanding
@@ -465,10 +486,8 @@ func measure(stop context.Context, c benchCase, d time.Duration) (caseSample, er
 	for w := range lat {
 		lat[w] = make([]time.Duration, 0, 1<<16)
 	}
-	var ms0, ms1 runtime.MemStats
 	runtime.GC()
-	runtime.ReadMemStats(&ms0)
-	cpu0, _ := processCPU()
+	u0 := readSampleUsage()
 	var wg sync.WaitGroup
 	errs := make([]error, c.outstanding)
 	start := time.Now()
@@ -492,12 +511,11 @@ func measure(stop context.Context, c benchCase, d time.Duration) (caseSample, er
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu1, _ := processCPU()
-	runtime.ReadMemStats(&ms1)
+	u := u0.since()
 	if err := errors.Join(errs...); err != nil {
 		return caseSample{}, err
 	}
-	smp := caseSample{elapsed: elapsed, mallocs: ms1.Mallocs - ms0.Mallocs, cpu: cpu1 - cpu0}
+	smp := caseSample{elapsed: elapsed, sampleUsage: u}
 	for _, l := range lat {
 		smp.lat = append(smp.lat, l...)
 	}
@@ -537,10 +555,8 @@ func measureTurns(stop context.Context, cases []benchCase, d, gap time.Duration)
 	for i := range smps {
 		smps[i].lat = make([]time.Duration, 0, 1<<14)
 	}
-	var ms0, ms1 runtime.MemStats
 	runtime.GC()
-	runtime.ReadMemStats(&ms0)
-	cpu0, _ := processCPU()
+	u0 := readSampleUsage()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && stop.Err() == nil {
 		for i, op := range ops {
@@ -556,11 +572,9 @@ func measureTurns(stop context.Context, cases []benchCase, d, gap time.Duration)
 			smps[i].elapsed += l
 		}
 	}
-	cpu1, _ := processCPU()
-	runtime.ReadMemStats(&ms1)
+	u := u0.since()
 	for i := range smps {
-		smps[i].mallocs = ms1.Mallocs - ms0.Mallocs
-		smps[i].cpu = cpu1 - cpu0
+		smps[i].sampleUsage = u
 	}
 	return smps, nil
 }
