@@ -13,20 +13,28 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 )
 
+// exportDir returns a Server exporting dir as /export, and its LocalFS,
+// closed when tb ends.
+func exportDir(tb testing.TB, dir string) (*Server, *LocalFS) {
+	tb.Helper()
+	fsys, err := NewLocalFS(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { fsys.Close() })
+	s, err := NewServer(ServerConfig{Exports: []Export{{Path: "/export", FS: fsys}}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, fsys
+}
+
 // benchServer returns a Server exporting a directory with a 4 MiB file,
 // and the file's handle.
 func benchServer(b testing.TB) (*Server, nfs3.FileHandle) {
 	dir := b.TempDir()
 	os.WriteFile(filepath.Join(dir, "f"), make([]byte, 4<<20), 0o644)
-	fsys, err := NewLocalFS(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { fsys.Close() })
-	s, err := NewServer(ServerConfig{Exports: []Export{{Path: "/export", FS: fsys}}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, fsys := exportDir(b, dir)
 	ino, err := fsys.Lookup(context.Background(), fsys.Root(), "f")
 	if err != nil {
 		b.Fatal(err)

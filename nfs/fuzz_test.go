@@ -31,19 +31,12 @@ func FuzzServer(f *testing.F) {
 	os.WriteFile(filepath.Join(dir, "f"), []byte("inside"), 0o644)
 	os.Symlink(outside, filepath.Join(dir, "out-abs"))
 	os.Symlink("../outside/secret", filepath.Join(dir, "out-rel"))
-	fsys, err := NewLocalFS(dir)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { fsys.Close() })
-	s, err := NewServer(ServerConfig{Exports: []Export{{Path: "/export", FS: fsys}}})
-	if err != nil {
-		f.Fatal(err)
-	}
+	s, fsys := exportDir(f, dir)
 	key := s.byID[s.exports[0].id].key
 	handle := func(name string) nfs3.FileHandle {
 		ino := fsys.Root()
 		if name != "" {
+			var err error
 			if ino, err = fsys.Lookup(context.Background(), fsys.Root(), name); err != nil {
 				f.Fatal(err)
 			}
