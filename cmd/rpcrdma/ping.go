@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strings"
 	"time"
 
@@ -149,13 +148,15 @@ flags:
 		return fmt.Errorf("all %d NULL calls failed", *count)
 	}
 	var sum time.Duration
-	for _, r := range rtts {
+	v := make([]float64, len(rtts))
+	for i, r := range rtts {
 		sum += r
+		v[i] = float64(r)
 	}
-	slices.Sort(rtts)
+	med, rg := median(v) // as bench's: the mean of the middle two of an even count
+	us := func(f float64) time.Duration { return time.Duration(f).Round(time.Microsecond) }
 	fmt.Fprintf(stdout, "%s: min %v, median %v, avg %v, max %v\n", plural(len(rtts), "call"),
-		rtts[0].Round(time.Microsecond), rtts[len(rtts)/2].Round(time.Microsecond),
-		(sum / time.Duration(len(rtts))).Round(time.Microsecond), rtts[len(rtts)-1].Round(time.Microsecond))
+		us(rg[0]), us(med), (sum / time.Duration(len(rtts))).Round(time.Microsecond), us(rg[1]))
 	if failed > 0 {
 		return fmt.Errorf("%d of %d NULL calls failed", failed, *count)
 	}

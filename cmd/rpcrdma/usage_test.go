@@ -55,18 +55,26 @@ func TestPingOutput(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "\n1 call: min ") {
 		t.Errorf("ping --count 1 --timeout 0: exit %d\n%s\n%s", code, out, errOut)
 	}
-	// The summary's median lies between min and max.
-	out, errOut, code = rpcrdmaCmd(t, 20*time.Second, "ping", "--count", "5", "--interval", "0", s.addr)
-	var lo, med, avg, hi time.Duration
-	for _, line := range strings.Split(out, "\n") {
-		var a, b, c, d string
-		if n, _ := fmt.Sscanf(line, "5 calls: min %s median %s avg %s max %s", &a, &b, &c, &d); n == 4 {
-			parse := func(s string) time.Duration { v, _ := time.ParseDuration(strings.TrimSuffix(s, ",")); return v }
-			lo, med, avg, hi = parse(a), parse(b), parse(c), parse(d)
+	// The summary's median lies between min and max; of two calls, it
+	// is their mean, as bench's medians are.
+	summary := func(count string) (lo, med, avg, hi time.Duration) {
+		t.Helper()
+		out, errOut, code := rpcrdmaCmd(t, 20*time.Second, "ping", "--count", count, "--interval", "0", s.addr)
+		for _, line := range strings.Split(out, "\n") {
+			var a, b, c, d string
+			if n, _ := fmt.Sscanf(line, count+" calls: min %s median %s avg %s max %s", &a, &b, &c, &d); n == 4 {
+				parse := func(s string) time.Duration { v, _ := time.ParseDuration(strings.TrimSuffix(s, ",")); return v }
+				lo, med, avg, hi = parse(a), parse(b), parse(c), parse(d)
+			}
 		}
+		if code != 0 || lo <= 0 || med < lo || hi < med || avg < lo || hi < avg {
+			t.Errorf("ping --count %s: exit %d, min %v median %v avg %v max %v\n%s\n%s", count, code, lo, med, avg, hi, out, errOut)
+		}
+		return lo, med, avg, hi
 	}
-	if code != 0 || lo <= 0 || med < lo || hi < med || avg < lo || hi < avg {
-		t.Errorf("ping --count 5: exit %d, min %v median %v avg %v max %v\n%s\n%s", code, lo, med, avg, hi, out, errOut)
+	summary("5")
+	if lo, med, _, hi := summary("2"); (med - (lo+hi)/2).Abs() > time.Microsecond {
+		t.Errorf("ping --count 2: median %v, want the mean of %v and %v", med, lo, hi)
 	}
 	_, errOut, code = rpcrdmaCmd(t, 20*time.Second, "ping", "--count", "1", "--prog", "0x20049002", s.addr)
 	if code != 1 || !strings.Contains(errOut, "program 0x20049002 version 1: ") {
