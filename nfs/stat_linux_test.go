@@ -25,3 +25,28 @@ func TestDevNumbers(t *testing.T) {
 		t.Errorf("/dev/null is %d, %d, want 1, 3", ma, mi)
 	}
 }
+
+// TestLocalFSStatfs: FSSTAT's figures are statfs(2)'s, in bytes and
+// files: the totals as the system gives them, free no more than total,
+// available no more than free.
+func TestLocalFSStatfs(t *testing.T) {
+	dir := t.TempDir()
+	fsys, err := NewLocalFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	got, err := fsys.Statfs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s syscall.Statfs_t
+	if err := syscall.Statfs(dir, &s); err != nil {
+		t.Fatal(err)
+	}
+	if got.TotalBytes != s.Blocks*uint64(s.Bsize) || got.TotalFiles != s.Files ||
+		got.FreeBytes > got.TotalBytes || got.AvailBytes > got.FreeBytes ||
+		got.FreeFiles > got.TotalFiles || got.AvailFiles > got.FreeFiles {
+		t.Errorf("Statfs %+v; statfs(2) blocks %d of %d bytes, files %d", got, s.Blocks, s.Bsize, s.Files)
+	}
+}
