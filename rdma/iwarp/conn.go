@@ -117,8 +117,11 @@ type Conn struct {
 	// parked. idle takes the role back after directIdle (direct.go).
 	wantDirect atomic.Bool
 	rxWake     chan struct{}
-	idle       *time.Timer
-	kickTimer  *time.Timer // kickSoonLocked's
+	// dirReads counts the FPDUs direct owners have read (DirectReads);
+	// atomic, so that counting costs no lock per FPDU.
+	dirReads  atomic.Uint64
+	idle      *time.Timer
+	kickTimer *time.Timer // kickSoonLocked's
 	// placing is the region the reader places payload into now: set under
 	// mu once an FPDU has passed its checks, nil again once its payload
 	// is read; placingSeveral when the destination spans several.

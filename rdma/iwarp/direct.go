@@ -84,7 +84,6 @@ type directState struct {
 	timerOn  bool      // idle is armed
 	rxErr    error     // why a direct read ended the stream, for the reader goroutine
 	kickSoon bool      // kickTimer is armed
-	reads    uint64    // FPDUs owners have read
 }
 
 var _ rdma.DirectIO = (*Conn)(nil)
@@ -100,11 +99,7 @@ func (c *Conn) BeginDirect() {
 // DirectReads returns how many FPDUs owners of direct sections have read
 // on c themselves (rdma.DirectIO), rather than the reader goroutine: how
 // often the direct path ran.
-func (c *Conn) DirectReads() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.dir.reads
-}
+func (c *Conn) DirectReads() uint64 { return c.dirReads.Load() }
 
 // EndDirect implements rdma.DirectIO.
 func (c *Conn) EndDirect() {
@@ -440,9 +435,7 @@ func (c *Conn) readDirect(boundary bool) {
 			c.endByStream(err)
 			return
 		}
-		c.mu.Lock()
-		c.dir.reads++
-		c.mu.Unlock()
+		c.dirReads.Add(1)
 		c.rx.yield = false // the owner writes a Read Response itself, next
 		if i+1 == directBatch || c.rxEmpty() {
 			return

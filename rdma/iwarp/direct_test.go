@@ -88,8 +88,8 @@ func TestDirectPingPong(t *testing.T) {
 			t.Fatalf("round %d: a received %d back", i, am.Bytes()[64])
 		}
 	}
-	if st := a.dirState(); st.reads < rounds/2 {
-		t.Errorf("the owner read %d FPDUs of %d", st.reads, rounds)
+	if r := a.DirectReads(); r < rounds/2 {
+		t.Errorf("the owner read %d FPDUs of %d", r, rounds)
 	}
 }
 
@@ -247,7 +247,7 @@ func TestDirectReadLeftToReader(t *testing.T) {
 	parkReader(t, a, b)
 	a.BeginDirect()
 	defer a.EndDirect()
-	before := a.dirState().reads
+	before := a.DirectReads()
 	wr := &rdma.WorkRequest{ID: 1, Op: rdma.OpRead, Local: []rdma.SGE{rdmatest.Whole(sink)}, RemoteSTag: src.STag(), RemoteTO: src.TO()}
 	if err := a.PostSendDirect(wr); err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestDirectReadLeftToReader(t *testing.T) {
 			t.Fatalf("byte %d read as %d, want %d", i, v, byte(i*7))
 		}
 	}
-	if r := a.dirState().reads - before; r != 0 {
+	if r := a.DirectReads() - before; r != 0 {
 		t.Errorf("the owner read %d FPDUs of the Read Responses itself", r)
 	}
 }
