@@ -222,6 +222,7 @@ func newConn(p *Provider, cp connParams) *Conn {
 	c.tx.rtrSent = !cp.rtr
 	c.rx.init()
 	c.rxDone.Store(cp.cr.n.Load() - uint64(cp.br.Buffered()+len(cp.cr.pend)))
+	cp.cr.before = c.dropWaitDeadline
 	if cp.cr.r == io.Reader(cp.raw) {
 		// Only an unwrapped socket: readv would bypass a wrapper's Read.
 		cp.cr.vr = newVecReader(cp.raw)
@@ -242,6 +243,9 @@ type countReader struct {
 	n    atomic.Uint64 // bytes read from the socket, pend included
 	vr   *vecReader    // nil: no vectored reads (not Linux, or a wrapped socket)
 	pend []byte        // read from the socket after a payload, not yet handed out
+	// before, if set, runs before each read from the socket (see
+	// dropWaitDeadline).
+	before func()
 }
 
 func (cr *countReader) Read(p []byte) (int, error) {
@@ -249,6 +253,9 @@ func (cr *countReader) Read(p []byte) (int, error) {
 		n := copy(p, cr.pend)
 		cr.pend = cr.pend[n:]
 		return n, nil
+	}
+	if cr.before != nil {
+		cr.before()
 	}
 	n, err := cr.r.Read(p)
 	cr.n.Add(uint64(n))
@@ -268,6 +275,9 @@ func (cr *countReader) readFull(p []byte) error {
 		return err
 	}
 	for len(p) > 0 {
+		if cr.before != nil {
+			cr.before()
+		}
 		n, rest, err := cr.vr.read(p)
 		cr.n.Add(uint64(n + len(rest)))
 		if err != nil {

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
@@ -43,6 +44,11 @@ type rxState struct {
 	crc      uint32    // CRC of the FPDU being read, so far
 	unfenced bool      // an FPDU has been received
 	yield    bool      // a Read Request woke the writer: let it run first
+	// dl is the read deadline a direct owner's wait at an FPDU boundary
+	// left armed (armWaitDeadlineLocked), zero if none; waiting is set
+	// while that wait reads.
+	dl      time.Time
+	waiting bool
 
 	// The untagged message (Send) being received.
 	send struct {

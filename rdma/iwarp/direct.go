@@ -76,7 +76,6 @@ type directState struct {
 	blocked  bool      // the owner blocks (reading, or waiting for the reader goroutine)
 	reading  bool      // the owner waits for data at an FPDU boundary
 	kicked   bool      // a past read deadline has been set to end that read
-	dlSet    bool      // the owner has set a read deadline for ctx
 	deferred bool      // work is queued that the owner is to transmit
 	ownRead  bool      // the owner holds the receive role and reads an FPDU
 	parked   bool      // the reader goroutine is parked, without the receive role
@@ -356,7 +355,7 @@ func (c *Conn) WaitDirect(ctx context.Context, cs []rdma.Completion) (int, error
 			boundary := rx && c.rxEmpty()
 			if boundary {
 				c.dir.reading = true
-				c.setWaitDeadlineLocked(ctx)
+				c.armWaitDeadlineLocked(ctx)
 			}
 			c.mu.Unlock()
 			if rx {
@@ -386,19 +385,45 @@ func (c *Conn) WaitDirect(ctx context.Context, cs []rdma.Completion) (int, error
 	}
 }
 
-// setWaitDeadlineLocked sets the read deadline for a read at an FPDU
+// armWaitDeadlineLocked arms the read deadline for a wait at an FPDU
 // boundary under ctx, if ctx can end: at most ctxPoll away, and never
-// past ctx's deadline. readDirect clears it. The caller holds c.mu.
-func (c *Conn) setWaitDeadlineLocked(ctx context.Context) {
+// past ctx's deadline. A deadline an earlier wait armed stays while it
+// comes first, so that a call a wait does not set one (each costs the
+// runtime a timer update, and clearing it another): it ends that wait
+// at worst early, and the caller looks at ctx and waits again. Reads
+// other than these waits clear it first (dropWaitDeadline). The caller
+// holds c.mu and the receive role.
+func (c *Conn) armWaitDeadlineLocked(ctx context.Context) {
 	if ctx.Done() == nil {
 		return
 	}
+	d, ok := ctx.Deadline()
+	if !c.rx.dl.IsZero() && (!ok || !d.Before(c.rx.dl)) {
+		return
+	}
 	dl := time.Now().Add(ctxPoll)
-	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+	if ok && d.Before(dl) {
 		dl = d
 	}
-	c.dir.dlSet = true
+	c.rx.dl = dl
 	c.nc.SetReadDeadline(dl)
+}
+
+// dropWaitDeadline clears the read deadline a wait at an FPDU boundary
+// left armed, before any other read from the socket: the rest of an
+// FPDU, or the reader goroutine's wait, must not end at it. countReader
+// calls it; the caller holds the receive role.
+func (c *Conn) dropWaitDeadline() {
+	if c.rx.dl.IsZero() || c.rx.waiting {
+		return
+	}
+	c.rx.dl = time.Time{}
+	c.mu.Lock()
+	if c.state != stateDead {
+		// Once dead, endLocked's deadline is the one that stands.
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	c.mu.Unlock()
 }
 
 // readDirect reads on the owner's goroutine, which holds the receive role
@@ -408,12 +433,18 @@ func (c *Conn) setWaitDeadlineLocked(ctx context.Context) {
 func (c *Conn) readDirect(boundary bool) {
 	defer c.rxMu.Unlock()
 	if boundary {
+		c.rx.waiting = true
 		b, err := c.br.Peek(4)
+		c.rx.waiting = false
 		c.mu.Lock()
-		if (c.dir.kicked || c.dir.dlSet) && c.state != stateDead {
+		expired := err != nil && errors.Is(err, os.ErrDeadlineExceeded)
+		if (c.dir.kicked || expired) && c.state != stateDead {
+			// A kick's past deadline, or ctx's that has passed: the
+			// next wait arms its own.
 			c.nc.SetReadDeadline(time.Time{})
+			c.rx.dl = time.Time{}
 		}
-		c.dir.reading, c.dir.kicked, c.dir.dlSet, c.dir.blocked = false, false, false, false
+		c.dir.reading, c.dir.kicked, c.dir.blocked = false, false, false
 		dead := c.state == stateDead
 		c.dir.ownRead = err == nil
 		c.mu.Unlock()

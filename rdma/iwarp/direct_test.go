@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
 	"github.com/go-rpcrdma/rpcrdma/rdma/rdmatest"
 )
 
@@ -265,5 +267,121 @@ func TestDirectReadLeftToReader(t *testing.T) {
 	}
 	if r := a.DirectReads() - before; r != 0 {
 		t.Errorf("the owner read %d FPDUs of the Read Responses itself", r)
+	}
+}
+
+// TestDirectWaitDeadlineStands: the read deadline a wait under a ctx
+// that can end arms stands for the waits after it, instead of being set
+// and cleared around each, and a read that is not such a wait clears it
+// first: the reader goroutine's, once the section has ended, is not cut
+// off by it long after it passed.
+func TestDirectWaitDeadlineStands(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	a, b := directPair(t)
+	parkReader(t, a, b)
+	am := rdmatest.Alloc(t, a, 64, rdma.AccessLocalWrite)
+	bm := rdmatest.Alloc(t, b, 64, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	armed := func() time.Time {
+		a.rxMu.Lock()
+		defer a.rxMu.Unlock()
+		return a.rx.dl
+	}
+	cs := make([]rdma.Completion, 1)
+	a.BeginDirect()
+	var first time.Time
+	for i := range 5 {
+		rdmatest.PostRecv(t, a, uint64(i), rdmatest.Whole(am))
+		done := make(chan error, 1)
+		go func() {
+			n, err := a.WaitDirect(ctx, cs)
+			if err == nil && n != 1 {
+				err = errors.New("no completion")
+			}
+			done <- err
+		}()
+		waitFor(t, "the owner waits at an FPDU boundary", func() bool { return a.dirState().reading })
+		rdmatest.Post(t, b, rdma.WorkRequest{ID: uint64(i), Op: rdma.OpSend, Local: []rdma.SGE{rdmatest.Whole(bm)}})
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		rdmatest.WaitN(t, rdmatest.Config{}, b, 1)
+		dl := armed()
+		if i == 0 {
+			first = dl
+			if dl.IsZero() {
+				t.Fatal("no read deadline armed for a wait under a ctx with a deadline")
+			}
+			if time.Until(dl) > ctxPoll {
+				t.Fatalf("read deadline %v away, more than ctxPoll (%v)", time.Until(dl), ctxPoll)
+			}
+		} else if !dl.Equal(first) && time.Now().Before(first) {
+			t.Fatalf("round %d: the deadline moved from %v to %v before it passed", i, first, dl)
+		}
+	}
+	a.EndDirect()
+	// Well past the deadline, and past directIdle, after which the
+	// reader goroutine reads again: a message still arrives.
+	time.Sleep(time.Until(first) + directIdle + 20*time.Millisecond)
+	rdmatest.PostRecv(t, a, 9, rdmatest.Whole(am))
+	rdmatest.Post(t, b, rdma.WorkRequest{ID: 9, Op: rdma.OpSend, Local: []rdma.SGE{rdmatest.Whole(bm)}})
+	rdmatest.Want(t, rdmatest.WaitN(t, rdmatest.Config{}, a, 1)[0], 9, rdma.OpRecv, rdma.StatusSuccess, 64)
+	if err := a.Err(); err != nil {
+		t.Fatalf("connection ended: %v", err)
+	}
+}
+
+// TestDirectDeadlineMidFPDU: an FPDU whose first bytes end the owner's
+// wait and whose rest comes after the wait's read deadline has passed is
+// read whole: the deadline ends only the wait at the boundary.
+func TestDirectDeadlineMidFPDU(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	p := newProvider(t, Options{})
+	r, c, _ := connectRaw(t, p, true, false, rdma.ConnConfig{})
+	m := rdmatest.Alloc(t, c, 64, rdma.AccessLocalWrite)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs := make([]rdma.Completion, 1)
+	c.BeginDirect()
+	defer c.EndDirect()
+	// A first message, after which the reader goroutine parks.
+	rdmatest.PostRecv(t, c, 1, rdmatest.Whole(m))
+	r.send([]byte("first"))
+	if n, err := c.WaitDirect(ctx, cs); n != 1 || err != nil {
+		t.Fatalf("WaitDirect: %d %v", n, err)
+	}
+	waitFor(t, "the reader goroutine parks", func() bool { return c.dirState().parked })
+
+	rdmatest.PostRecv(t, c, 2, rdmatest.Whole(m))
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := c.WaitDirect(ctx, cs)
+		done <- result{n, err}
+	}()
+	waitFor(t, "the owner waits at an FPDU boundary", func() bool { return c.dirState().reading })
+	seg := ddp.Segment{Header: ddp.Untagged(ddp.OpSend, true, ddp.QNSend, r.nextMSN(0), 0), Payload: []byte("second")}
+	fpdu := mpa.AppendFPDU(nil, false, seg.Append(nil))
+	r.write(fpdu[:4])
+	time.Sleep(ctxPoll + 20*time.Millisecond)
+	r.write(fpdu[4:])
+	select {
+	case res := <-done:
+		if res.n != 1 || res.err != nil {
+			t.Fatalf("WaitDirect: %d %v", res.n, res.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the FPDU was not read")
+	}
+	rdmatest.Want(t, cs[0], 2, rdma.OpRecv, rdma.StatusSuccess, 6)
+	if got := string(m.Bytes()[:6]); got != "second" {
+		t.Errorf("received %q", got)
+	}
+	if err := c.Err(); err != nil {
+		t.Fatalf("connection ended: %v", err)
 	}
 }
