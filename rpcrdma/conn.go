@@ -97,7 +97,7 @@ type Conn struct {
 
 	// Tokens, passed through channels: whoever holds a token owns what
 	// it names.
-	sendFree  chan int      // free slots of sendMR, taken in turn; a slot is free once its Send has completed
+	sendFree  *slotStack    // free slots of sendMR; a slot is free once its Send has completed
 	sends     []sendSlot    // per send slot, owned by the holder of its sendFree token
 	sqSlots   chan struct{} // one token per free send-queue entry
 	readSlots chan struct{} // one token per RDMA Read we may have outstanding (ORD)
@@ -405,7 +405,7 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 		return fmt.Errorf("rpcrdma: allocating %d send buffers: %w", nsend, err)
 	}
 	c.addRegistered(int64(nsend * c.sendSize))
-	c.sendFree = make(chan int, nsend)
+	c.sendFree = newSlotStack(nsend)
 	c.sends = make([]sendSlot, nsend)
 	for i := 0; i < nsend; i++ {
 		s := &c.sends[i]
@@ -416,10 +416,9 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 			if s.wait {
 				s.result <- c.compErr(comp, "Send")
 			} else {
-				c.sendFree <- i
+				c.sendFree.put(i)
 			}
 		}
-		c.sendFree <- i
 	}
 	c.sqSlots = make(chan struct{}, sq)
 	for i := 0; i < sq; i++ {

@@ -105,12 +105,12 @@ func take(ctx context.Context, ch chan struct{}, done <-chan struct{}, ended fun
 // free send slot. If wait is true it returns after the Send completes, else
 // after posting.
 func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait bool) error {
-	slot, err := takeValue(ctx, c.sendFree, c.done, c.Err)
-	if err != nil {
+	if err := take(ctx, c.sendFree.avail, c.done, c.Err); err != nil {
 		return err
 	}
+	slot := c.sendFree.pop()
 	if err := take(ctx, c.sqSlots, c.done, c.Err); err != nil {
-		c.sendFree <- slot
+		c.sendFree.put(slot)
 		return err
 	}
 	// A send with noWait comes from the caller that has the turn
@@ -127,16 +127,16 @@ type sendReservation struct{ slot int } // the slot + 1
 // reserveSend takes a send slot and a send-queue entry if both are free
 // now, without waiting.
 func (c *Conn) reserveSend() (sendReservation, bool) {
-	var slot int
 	select {
-	case slot = <-c.sendFree:
+	case <-c.sendFree.avail:
 	default:
 		return sendReservation{}, false
 	}
+	slot := c.sendFree.pop()
 	select {
 	case <-c.sqSlots:
 	default:
-		c.sendFree <- slot
+		c.sendFree.put(slot)
 		return sendReservation{}, false
 	}
 	return sendReservation{slot: slot + 1}, true
@@ -145,7 +145,7 @@ func (c *Conn) reserveSend() (sendReservation, bool) {
 // unreserveSend gives back what res holds, if anything.
 func (c *Conn) unreserveSend(res *sendReservation) {
 	if res.slot != 0 {
-		c.sendFree <- res.slot - 1
+		c.sendFree.put(res.slot - 1)
 		c.sqSlots <- struct{}{}
 		*res = sendReservation{}
 	}
@@ -175,7 +175,7 @@ func (c *Conn) sendIn(slot int, hdr *wire.Header, pieces [][]byte, inv rdma.STag
 		n += len(p)
 	}
 	if n > c.sendSize {
-		c.sendFree <- slot
+		c.sendFree.put(slot)
 		c.sqSlots <- struct{}{}
 		return fmt.Errorf("rpcrdma: message of %d bytes exceeds the %d-byte send buffer", n, c.sendSize)
 	}
@@ -194,14 +194,14 @@ func (c *Conn) sendIn(slot int, hdr *wire.Header, pieces [][]byte, inv rdma.STag
 	s.wait = wait
 	c.stats.add(statInlineBytes, uint64(len(msg)))
 	if err := c.postTaken(&s.wr, s.done, direct); err != nil {
-		c.sendFree <- slot
+		c.sendFree.put(slot)
 		return err
 	}
 	if !wait {
 		return nil
 	}
 	err := <-s.result
-	c.sendFree <- slot
+	c.sendFree.put(slot)
 	return err
 }
 

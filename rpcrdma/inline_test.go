@@ -1,7 +1,9 @@
 package rpcrdma
 
 import (
+	"context"
 	"encoding/binary"
+	"slices"
 	"testing"
 	"time"
 
@@ -81,14 +83,11 @@ func TestReserveSendRefused(t *testing.T) {
 	p := newPair(t, nil, nil)
 	c := p.resp
 	waitAllSendsFree(t, c)
-	drain := func(ch chan int) []int {
-		var got []int
-		for len(ch) > 0 {
-			got = append(got, <-ch)
-		}
-		return got
+	var slots []int
+	for len(c.sendFree.avail) > 0 {
+		<-c.sendFree.avail
+		slots = append(slots, c.sendFree.pop())
 	}
-	slots := drain(c.sendFree)
 	if _, ok := c.reserveSend(); ok {
 		t.Error("reserved with no free send slot")
 	}
@@ -96,7 +95,7 @@ func TestReserveSendRefused(t *testing.T) {
 		t.Errorf("a refused reservation kept a send-queue entry: %d of %d free", len(c.sqSlots), cap(c.sqSlots))
 	}
 	for _, s := range slots {
-		c.sendFree <- s
+		c.sendFree.put(s)
 	}
 	var entries int
 	for len(c.sqSlots) > 0 {
@@ -106,8 +105,8 @@ func TestReserveSendRefused(t *testing.T) {
 	if _, ok := c.reserveSend(); ok {
 		t.Error("reserved with no free send-queue entry")
 	}
-	if len(c.sendFree) != cap(c.sendFree) {
-		t.Errorf("a refused reservation kept a send slot: %d of %d free", len(c.sendFree), cap(c.sendFree))
+	if len(c.sendFree.avail) != cap(c.sendFree.avail) {
+		t.Errorf("a refused reservation kept a send slot: %d of %d free", len(c.sendFree.avail), cap(c.sendFree.avail))
 	}
 	for range entries {
 		c.sqSlots <- struct{}{}
@@ -125,9 +124,46 @@ func TestReserveSendRefused(t *testing.T) {
 // taken by the loop soon after they are posted).
 func waitAllSendsFree(t *testing.T, c *Conn) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); len(c.sendFree) != cap(c.sendFree) || len(c.sqSlots) != cap(c.sqSlots); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); len(c.sendFree.avail) != cap(c.sendFree.avail) || len(c.sqSlots) != cap(c.sqSlots); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d send slots and %d of %d send-queue entries free", len(c.sendFree), cap(c.sendFree), len(c.sqSlots), cap(c.sqSlots))
+			t.Fatalf("%d of %d send slots and %d of %d send-queue entries free", len(c.sendFree.avail), cap(c.sendFree.avail), len(c.sqSlots), cap(c.sqSlots))
 		}
+	}
+}
+
+// TestSendSlotsReused: one call at a time keeps to the send slot freed
+// last, on both ends, so that its buffer is still in the CPU's cache,
+// where taking the slots in turn would write each of them once per round.
+func TestSendSlotsReused(t *testing.T) {
+	for _, name := range []string{"iwarp", "loopback"} {
+		t.Run(name, func(t *testing.T) {
+			var pr *pair
+			if name == "iwarp" {
+				pr = newPairOver(t, newIWARP(t), "127.0.0.1:0", nil, nil)
+			} else {
+				pr = newPair(t, nil, nil)
+			}
+			const calls = 40
+			for range calls {
+				if err := pr.cli.Null(context.Background(), testProg, testVers); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, side := range []struct {
+				name string
+				c    *Conn
+			}{{"requester", pr.conn}, {"responder", pr.resp}} {
+				buf, size := side.c.sendMR.Bytes(), side.c.sendSize
+				used := 0
+				for off := 0; off < len(buf); off += size {
+					if slices.ContainsFunc(buf[off:off+size], func(b byte) bool { return b != 0 }) {
+						used++
+					}
+				}
+				if used > 3 {
+					t.Errorf("%s: %d calls one at a time wrote %d of its %d send slots", side.name, calls, used, len(buf)/size)
+				}
+			}
+		})
 	}
 }
