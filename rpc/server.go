@@ -824,19 +824,35 @@ type callWork struct {
 	items []DDPItem
 	msg   Msg
 	cache *cacheEntry // the reply cache's entry for the call, until answered
+	res   Body        // the handler's results, for Call.AfterReply
 }
 
 // maxPooledBuf bounds the reply buffers kept for reuse, so that one large
 // reply does not pin its memory.
 const maxPooledBuf = 64 << 10
 
-// handle answers one message.
+// handle answers one message. It defers nothing: with answer's many
+// returns, deferred calls would not be open-coded, and a call's path
+// would pay the runtime's defer records. A panic past answer is a bug
+// that ends the process (a handler's is recovered in run), so nothing
+// below needs to run during one.
 func (s *Server) handle(ctx context.Context, t Transport, m *Msg) {
-	if m.Release != nil {
-		defer m.Release()
-	}
 	w := s.work.Get().(*callWork)
-	defer s.putWork(w)
+	s.answer(ctx, t, m, w)
+	if f := w.call.AfterReply; f != nil {
+		f(w.res)
+	}
+	if w.cache != nil { // no reply was sent
+		s.cache.abandon(w.cache)
+	}
+	s.putWork(w)
+	if m.Release != nil {
+		m.Release()
+	}
+}
+
+// answer decodes the call m and answers it, for handle.
+func (s *Server) answer(ctx context.Context, t Transport, m *Msg, w *callWork) {
 	c := &w.call
 	h := &c.Header
 	rh := &w.reply
@@ -893,18 +909,11 @@ func (s *Server) handle(ctx context.Context, t Transport, m *Msg) {
 			// The first copy produced nothing to replay: run this one.
 		} else {
 			w.cache = e
-			defer func() {
-				if w.cache != nil { // no reply was sent: a panic in send
-					s.cache.abandon(w.cache)
-				}
-			}()
 		}
 	}
 	s.stats.calls.Add(1)
 	res, err := s.run(ctx, hd, c)
-	if f := c.AfterReply; f != nil {
-		defer f(res)
-	}
+	w.res = res // for AfterReply
 	if c.args.Err() != nil && !errors.Is(err, errPanic) {
 		err = ErrGarbageArgs
 	}

@@ -522,7 +522,18 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 	}
 	res := ic.res // a reservation, if the loop runs this call (ReserveReply)
 	ic.res = sendReservation{}
-	defer c.unreserveSend(&res) // if not used
+	err := r.sendReplyTo(ctx, m, ic, xid, &res)
+	c.unreserveSend(&res) // if not used
+	return err
+}
+
+// sendReplyTo sends the reply m to the call ic, whose xid it is, with the
+// send reservation res, if it holds one. A reply with anything to move
+// through chunks goes to writeReply; an inline one defers nothing, as
+// sendReply does not (with their many returns, deferred calls would not
+// be open-coded, and each reply would pay the runtime's defer records).
+func (r *responder) sendReplyTo(ctx context.Context, m *rpc.Msg, ic *inCall, xid uint32, res *sendReservation) error {
+	c := r.c
 	neg := &c.negV[ic.vers]
 
 	// Plan. The header lives in ic, which stays until the call's Msg is
@@ -546,7 +557,42 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 		}
 		return err
 	}
+	var inv rdma.STag
+	if neg.peerInvalidates && !c.cfg.NoRemoteInvalidation {
+		inv = ic.inv
+	}
+	if p.kind == replyInline && len(p.results) == 0 {
+		// An inline reply is copied into the send buffer: there is
+		// nothing to wait for.
+		c.stats.add(statInline, 1)
+		return r.sendReplyMsg(ctx, res, h, p.pieces, inv, false)
+	}
+	return r.writeReply(ctx, m, ic, xid, res, h, &p, inv)
+}
 
+// sendReplyMsg sends the reply message h with pieces, and counts it.
+// With Writes before it (wait), it returns once the Send has completed,
+// and so have they; else after posting, on the reservation res if it
+// holds one (on the loop: ReserveReply).
+func (r *responder) sendReplyMsg(ctx context.Context, res *sendReservation, h *wire.Header, pieces [][]byte, inv rdma.STag, wait bool) error {
+	c := r.c
+	var err error
+	if res.slot != 0 && !wait {
+		err = c.sendReserved(res, h, pieces, inv)
+	} else {
+		err = c.sendMsg(ctx, h, pieces, inv, wait)
+	}
+	if err == nil {
+		c.stats.add(statRepliesSent, 1)
+	}
+	return err
+}
+
+// writeReply sends the reply m, planned in p, whose results or whole
+// message go through chunks: it registers them, posts the RDMA Writes
+// that move them, then the reply message.
+func (r *responder) writeReply(ctx context.Context, m *rpc.Msg, ic *inCall, xid uint32, res *sendReservation, h *wire.Header, p *replyPlan, inv rdma.STag) error {
+	c := r.c
 	// Register: each result and a reply sent through a chunk, with the
 	// RDMA Writes that move them.
 	var mrs []rdma.MR
@@ -601,25 +647,11 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 			return err
 		}
 	}
-	var inv rdma.STag
-	if neg.peerInvalidates && !c.cfg.NoRemoteInvalidation {
-		inv = ic.inv
-	}
 	// With RDMA Writes, waiting for the Send's completion also waits for
 	// the Writes before it (completions return in posting order), so the
-	// caller's memory is free when Send returns. An inline reply is
-	// copied into the send buffer: there is nothing to wait for.
-	var err error
-	if res.slot != 0 && len(writes) == 0 {
-		// On the loop: nothing to wait for (ReserveReply).
-		err = c.sendReserved(&res, h, pieces, inv)
-	} else {
-		err = c.sendMsg(ctx, h, pieces, inv, len(writes) > 0)
-	}
-	if err == nil {
-		sent = true
-		c.stats.add(statRepliesSent, 1)
-	}
+	// caller's memory is free when Send returns.
+	err := r.sendReplyMsg(ctx, res, h, pieces, inv, len(writes) > 0)
+	sent = err == nil
 	return err
 }
 

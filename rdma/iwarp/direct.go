@@ -72,17 +72,17 @@ var pastDeadline = time.Unix(1, 0)
 
 // directState is the direct section's state, guarded by Conn.mu.
 type directState struct {
-	open     bool      // a section is open
-	blocked  bool      // the owner blocks (reading, or waiting for the reader goroutine)
-	reading  bool      // the owner waits for data at an FPDU boundary
-	kicked   bool      // a past read deadline has been set to end that read
-	deferred bool      // work is queued that the owner is to transmit
-	ownRead  bool      // the owner holds the receive role and reads an FPDU
-	parked   bool      // the reader goroutine is parked, without the receive role
-	lastEnd  time.Time // when the last section ended
-	timerOn  bool      // idle is armed
-	rxErr    error     // why a direct read ended the stream, for the reader goroutine
-	kickSoon bool      // kickTimer is armed
+	open     bool          // a section is open
+	blocked  bool          // the owner blocks (reading, or waiting for the reader goroutine)
+	reading  bool          // the owner waits for data at an FPDU boundary
+	kicked   bool          // a past read deadline has been set to end that read
+	deferred bool          // work is queued that the owner is to transmit
+	ownRead  bool          // the owner holds the receive role and reads an FPDU
+	parked   bool          // the reader goroutine is parked, without the receive role
+	lastEnd  time.Duration // when the last section ended (monoNow)
+	timerOn  bool          // idle is armed
+	rxErr    error         // why a direct read ended the stream, for the reader goroutine
+	kickSoon bool          // kickTimer is armed
 }
 
 var _ rdma.DirectIO = (*Conn)(nil)
@@ -112,12 +112,19 @@ func (c *Conn) EndDirect() {
 		c.dir.deferred = false
 		wq.Signal(c.kick)
 	}
-	c.dir.lastEnd = time.Now()
+	c.dir.lastEnd = monoNow()
 	if !c.dir.timerOn && c.state != stateDead {
 		c.dir.timerOn = true
 		arm(&c.idle, directIdle, c.idleCheck)
 	}
 }
+
+// monoStart is what monoNow counts from.
+var monoStart = time.Now()
+
+// monoNow is the time on the monotonic clock alone: one clock read where
+// time.Now makes two (the wall clock too), on every section's end.
+func monoNow() time.Duration { return time.Since(monoStart) }
 
 // arm runs f after d on *t, made on first use.
 func arm(t **time.Timer, d time.Duration, f func()) {
@@ -137,7 +144,7 @@ func (c *Conn) idleCheck() {
 	if c.dir.open || c.state == stateDead {
 		return // EndDirect arms it again; a dead connection's reader has been woken
 	}
-	if d := time.Since(c.dir.lastEnd); d < directIdle {
+	if d := monoNow() - c.dir.lastEnd; d < directIdle {
 		c.dir.timerOn = true
 		c.idle.Reset(directIdle - d)
 		return
