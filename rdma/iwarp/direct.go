@@ -326,6 +326,14 @@ func (c *Conn) WaitDirect(ctx context.Context, cs []rdma.Completion) (int, error
 	} else if open && !c.wantDirect.Load() {
 		c.wantDirect.Store(true)
 	}
+	// What is queued for the owner to transmit is flagged deferred
+	// (PostSendDirect, wakeWriterLocked); anything else has woken the
+	// writer. So the owner transmits only when the flag is up: a look
+	// at the queues that finds nothing costs two locks.
+	tx := c.dir.deferred && open
+	if tx {
+		c.dir.deferred = false
+	}
 	c.mu.Unlock()
 	if !open {
 		return c.Wait(ctx, cs)
@@ -335,12 +343,16 @@ func (c *Conn) WaitDirect(ctx context.Context, cs []rdma.Completion) (int, error
 		return c.Wait(ctx, cs)
 	}
 	for {
-		c.transmit()
+		if tx {
+			c.transmit()
+		}
 		rx := c.rxMu.TryLock()
 		c.mu.Lock()
 		c.dir.ownRead = false
 		n := c.q.Poll(cs)
 		dead, err := c.state == stateDead, c.err
+		tx = c.dir.deferred
+		c.dir.deferred = false
 		switch {
 		case n > 0:
 		case dead:
@@ -348,10 +360,10 @@ func (c *Conn) WaitDirect(ctx context.Context, cs []rdma.Completion) (int, error
 		case c.q.TakeInterrupt():
 		case ctx.Err() != nil:
 			err = ctx.Err()
-		case c.dir.deferred, !rx && c.dir.parked:
-			// Posted since transmit looked, or the reader goroutine
+		case tx, !rx && c.dir.parked:
+			// Posted since the owner last looked (a Read Response
+			// owed for what it read, say), or the reader goroutine
 			// has just given the receive role up: look again.
-			c.dir.deferred = false
 			c.mu.Unlock()
 			if rx {
 				c.rxMu.Unlock()
@@ -384,6 +396,9 @@ func (c *Conn) WaitDirect(ctx context.Context, cs []rdma.Completion) (int, error
 		c.mu.Unlock()
 		if rx {
 			c.rxMu.Unlock()
+		}
+		if tx {
+			c.transmit() // before the caller goes on with what it got
 		}
 		if n > 0 {
 			return n, nil
