@@ -31,9 +31,13 @@ package iwarp
 // the past (kickDirectLocked): a completion the writer adds,
 // InterruptWait, the end of the connection. The end of ctx is seen within
 // ctxPoll: the read's deadline is at most that far, and never past ctx's.
-// A read ended there has taken nothing of an FPDU, so the parse is never
-// cut in the middle, and the deadline is cleared before anything else is
-// read: no other read of the connection ever sees one but the end's.
+// That deadline stays armed for the waits after it while it comes no
+// later than theirs would (armWaitDeadlineLocked), so that a call does
+// not pay to set and clear it. A read ended there has taken nothing of
+// an FPDU, so the parse is never cut in the middle, and any other read
+// of the socket, the rest of an FPDU or the reader goroutine's, clears
+// the deadline first (dropWaitDeadline): no other read of the
+// connection ever ends at one but the end's.
 //
 import (
 	"context"
