@@ -414,11 +414,11 @@ func (c *Conn) WaitDirect(ctx context.Context, cs []rdma.Completion) (int, error
 // armWaitDeadlineLocked arms the read deadline for a wait at an FPDU
 // boundary under ctx, if ctx can end: at most ctxPoll away, and never
 // past ctx's deadline. A deadline an earlier wait armed stays while it
-// comes first, so that a call a wait does not set one (each costs the
-// runtime a timer update, and clearing it another): it ends that wait
-// at worst early, and the caller looks at ctx and waits again. Reads
-// other than these waits clear it first (dropWaitDeadline). The caller
-// holds c.mu and the receive role.
+// comes first, so that each call's wait does not set one (each costs
+// the runtime a timer update, and clearing it another): it ends this
+// wait at worst early, and the caller looks at ctx and waits again.
+// Reads other than these waits clear it first (dropWaitDeadline). The
+// caller holds c.mu and the receive role.
 func (c *Conn) armWaitDeadlineLocked(ctx context.Context) {
 	if ctx.Done() == nil {
 		return
