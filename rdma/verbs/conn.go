@@ -240,12 +240,20 @@ func (c *Conn) start() {
 // (endLocked), Close (destroy), or ctx is done.
 func (c *Conn) awaitChannel(ctx context.Context) {
 	// Clear a kick left from before, then look at what it said: a kick
-	// from now on interrupts the wait, so none is lost in between.
+	// from now on interrupts the wait, so none is lost in between. The
+	// connection's end is among what it said: endLocked sets c.err and
+	// kicks under mu, so an end between the caller's look at c.err and
+	// the clearing above is seen here. Without that look, a Wait on a
+	// connection that ended with nothing outstanding slept until ctx
+	// ended, since no completion was left to come (a few runs in a
+	// thousand of the conformance suite's SendNoRecv on rxe, spinning
+	// first: the peer's disconnect arrived as the spin ended).
 	c.ccf.SetReadDeadline(time.Time{})
 	c.mu.Lock()
 	leaving := c.leaving
+	ended := c.err != nil && c.sqOut == 0 && c.rqOut == 0
 	c.mu.Unlock()
-	if leaving || ctx.Err() != nil || len(c.intr) > 0 {
+	if leaving || ended || ctx.Err() != nil || len(c.intr) > 0 {
 		return
 	}
 	if ctx.Done() != nil {

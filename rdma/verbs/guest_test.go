@@ -20,7 +20,7 @@ func TestGuest(t *testing.T) {
 	if lab.InGuest() {
 		t.Skip("already in the guest")
 	}
-	out := lab.RunTestBinary(t, ".", []string{"verbs"}, "-test.run", "^Test(Conformance|PeerKilled|HostileCredits|ReadSinkAccess|AsyncEvents|SendInvalidate)", "-test.v")
+	out := lab.RunTestBinary(t, ".", []string{"verbs"}, "-test.run", "^Test(Conformance|PeerKilled|HostileCredits|ReadSinkAccess|AsyncEvents|SendInvalidate|WaitAfterEnd)", "-test.v")
 	for _, dev := range []string{"rxe0", "siw0"} {
 		for _, c := range []string{"SharedRecv", "SharedRecvEmpty", "SharedRecvTooLong", "SharedRecvLimit", "SharedRecvClose"} {
 			if want := "--- PASS: TestConformance/" + dev + "/" + c + " "; !strings.Contains(out, want) {
@@ -35,7 +35,8 @@ func TestGuest(t *testing.T) {
 		"--- PASS: TestHostileCredits/rxe0", "--- PASS: TestHostileCredits/siw0",
 		"--- PASS: TestReadSinkAccess/rxe0", "--- PASS: TestReadSinkAccess/siw0",
 		"--- PASS: TestAsyncEvents/rxe0", "--- PASS: TestAsyncEvents/siw0",
-		"--- PASS: TestSendInvalidate/rxe0", "--- PASS: TestSendInvalidate/siw0"} {
+		"--- PASS: TestSendInvalidate/rxe0", "--- PASS: TestSendInvalidate/siw0",
+		"--- PASS: TestWaitAfterEnd/rxe0", "--- PASS: TestWaitAfterEnd/siw0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the guest's output:\n%s", want, out)
 		}
