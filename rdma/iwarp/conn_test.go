@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
 	"github.com/go-rpcrdma/rpcrdma/rdma/rdmatest"
@@ -97,16 +98,20 @@ func TestLocalProtection(t *testing.T) {
 }
 
 // stallPlacement has the raw peer r send the first 2000 bytes of an RDMA
-// Write of payload into m, and waits until c's reader is placing it. It
-// returns the whole FPDU, for the caller to send the rest.
+// Write of payload into m, and waits until c's reader is placing it: its
+// placing region is m's. (placeMu alone is also held for a moment by any
+// other placement, such as that of the zero-length Write that lifted the
+// fence just before, so a wait on it could end before this Write's
+// placement had begun.) It returns the whole FPDU, for the caller to
+// send the rest.
 func stallPlacement(t *testing.T, r *rawPeer, c *Conn, m rdma.MR, payload []byte) []byte {
 	t.Helper()
 	seg := ddp.Segment{Header: ddp.Tagged(ddp.OpRDMAWrite, true, uint32(m.STag()), m.TO()), Payload: payload}
 	b := mpa.AppendFPDU(nil, false, seg.Append(nil))
 	r.write(b[:2000])
+	reg := memreg.RegionOf(m)
 	deadline := time.Now().Add(rawTimeout)
-	for c.placeMu.TryLock() {
-		c.placeMu.Unlock()
+	for c.placing.Load() != reg {
 		if time.Now().After(deadline) {
 			t.Fatalf("the reader never started placing")
 		}
