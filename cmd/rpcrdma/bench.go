@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/internal/benchprog"
+	"github.com/go-rpcrdma/rpcrdma/internal/rawtcp"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
@@ -729,19 +729,14 @@ func programCases(transport string, cli benchprog.Client, all bool) []benchCase 
 }
 
 // rawTCPCases are the raw TCP baselines: a 64-byte ping-pong and 1 MiB
-// transfers each acknowledged by the receiver.
+// transfers each acknowledged by the receiver, in internal/rawtcp's
+// exchange, which the test benchmarks' raw round trip speaks too.
 func rawTCPCases() ([]benchCase, func(), error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, nil, err
 	}
 	var wg sync.WaitGroup
-	// The server reads a 4-byte length, that many bytes, and answers
-	// with min(length, 64) bytes. It reads through a buffer, so that a
-	// small message costs it one read system call, not one for the
-	// length and one for the rest: the ping-pong baseline is as quick as
-	// raw TCP gets, and a large message still goes straight to buf once
-	// the buffer is empty.
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -752,23 +747,7 @@ func rawTCPCases() ([]benchCase, func(), error) {
 			go func() {
 				defer wg.Done()
 				defer c.Close()
-				buf := make([]byte, mib)
-				br := bufio.NewReaderSize(c, 64<<10)
-				for {
-					if _, err := io.ReadFull(br, buf[:4]); err != nil {
-						return
-					}
-					n := int(uint32(buf[0])<<24 | uint32(buf[1])<<16 | uint32(buf[2])<<8 | uint32(buf[3]))
-					if n > len(buf) {
-						return
-					}
-					if _, err := io.ReadFull(br, buf[:n]); err != nil {
-						return
-					}
-					if _, err := c.Write(buf[:min(n, 64)]); err != nil {
-						return
-					}
-				}
+				rawtcp.Serve(c)
 			}()
 		}
 	}()
@@ -798,9 +777,8 @@ func rawTCPCases() ([]benchCase, func(), error) {
 	}
 	rawCase := func(op string, size int) benchCase {
 		dial := dialOnce()
-		msg := make([]byte, 4+size)
-		msg[0], msg[1], msg[2], msg[3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
-		ack := make([]byte, min(size, 64))
+		msg := rawtcp.Message(size)
+		ack := make([]byte, rawtcp.AckLen)
 		return benchCase{transport: "rawtcp", op: op, size: size, outstanding: 1,
 			setup: func() (func(context.Context, int) error, func(), error) {
 				c, err := dial()
@@ -847,8 +825,7 @@ func rawPipelined(dial func() (net.Conn, error), size, n int) benchCase {
 			if err != nil {
 				return nil, nil, err
 			}
-			msg := make([]byte, 4+size)
-			msg[0], msg[1], msg[2], msg[3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
+			msg := rawtcp.Message(size)
 			var (
 				wmu     sync.Mutex      // held while writing and queueing for the read turn
 				qmu     sync.Mutex      // guards reading and queue
@@ -859,7 +836,7 @@ func rawPipelined(dial func() (net.Conn, error), size, n int) benchCase {
 			acks := make([][]byte, n)
 			for i := range turns {
 				turns[i] = make(chan struct{}, 1)
-				acks[i] = make([]byte, min(size, 64))
+				acks[i] = make([]byte, rawtcp.AckLen)
 			}
 			op = func(_ context.Context, w int) error {
 				wmu.Lock()
