@@ -88,7 +88,7 @@ func planCall(h *wire.Header, m *rpc.Msg, s *callShape, p *callPlan) error {
 	p.pieces, p.inlineLen, err = reduce(m, p.pieces, func(i int, it rpc.DDPItem) bool {
 		pos := it.Offset + shift
 		shift += xdr.RoundUp(len(it.Data))
-		if len(it.Data) < s.threshold {
+		if !readChunked(len(it.Data), s.threshold) {
 			return false
 		}
 		n := len(it.Data)
@@ -134,6 +134,11 @@ func planCall(h *wire.Header, m *rpc.Msg, s *callShape, p *callPlan) error {
 	}
 	return nil
 }
+
+// readChunked reports whether planCall sends a DDP-eligible item of n
+// bytes in a read chunk rather than inline: from threshold bytes up
+// (Config.DDPThreshold).
+func readChunked(n, threshold int) bool { return n >= threshold }
 
 // reduce walks m's held-apart items in order and returns the message as
 // pieces appended to pieces, and their length: the XDR stream with each

@@ -110,14 +110,20 @@ func (c *Conn) SendDeliver(ctx context.Context, m *rpc.Msg, arrived func() bool)
 // cores (six alternated pairs, after the responder's loop was kept off
 // the Read Responses; docs/performance.md, "Direct I/O"): the caller
 // then writes the 1 MiB Read Response itself, on its own thread, where
-// the provider's writer would overlap it with the caller's wait.
+// the provider's writer would overlap it with the caller's wait. It
+// asks planCall's questions ahead of the plan, which is made once the
+// turn is held: no item goes in a read chunk, and the message fits
+// inline. The second leaves the transport header out, so a call within
+// a header's length of the limit may still go long (RDMA_NOMSG, pulled
+// whole); it is then pulled with the caller direct, which costs only
+// speed.
 func (c *Conn) directCall(m *rpc.Msg) bool {
 	if c.dio == nil {
 		return false
 	}
 	t := c.cfg.ddpThreshold()
 	for _, it := range m.Items {
-		if t >= 0 && len(it.Data) >= t {
+		if readChunked(len(it.Data), t) {
 			return false
 		}
 	}

@@ -319,3 +319,50 @@ func TestShortPathOneCredit(t *testing.T) {
 		t.Logf("short path: %d of %d", p.cli.Stats().ShortPath, 8*50+1)
 	})
 }
+
+// TestDirectCall: the caller of a call goes direct only when the
+// responder pulls nothing of it (directCall), and a 1 MiB read-chunk
+// call made one at a time leaves the requester's side to the provider's
+// goroutines: the Read Requests and the reply are not read by the caller.
+func TestDirectCall(t *testing.T) {
+	p := iwarpPair(t, nil, nil)
+	c := p.conn
+	limit := c.negV[c.role.version()].sendLimit
+	th := c.cfg.ddpThreshold()
+	for _, tc := range []struct {
+		name string
+		m    rpc.Msg
+		want bool
+	}{
+		{"no items", rpc.Msg{Body: rpc.Body{XDR: make([]byte, 40)}}, true},
+		{"item under the threshold", rpc.Msg{Body: rpc.Body{XDR: make([]byte, 44), Items: []rpc.DDPItem{{Offset: 44, Data: make([]byte, th-1)}}}}, true},
+		{"item at the threshold", rpc.Msg{Body: rpc.Body{XDR: make([]byte, 44), Items: []rpc.DDPItem{{Offset: 44, Data: make([]byte, th)}}}}, false},
+		{"longer than the inline limit", rpc.Msg{Body: rpc.Body{XDR: make([]byte, limit+4)}}, false},
+	} {
+		if got := c.directCall(&tc.m); got != tc.want {
+			t.Errorf("%s: directCall %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	ctx := ctxT(t)
+	for range 20 {
+		if err := p.cli.Null(ctx, testProg, testVers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := c.rc.(*iwarp.Conn)
+	if rc.DirectReads() == 0 {
+		t.Fatal("no reply read by its caller after 20 calls made one at a time")
+	}
+	args := ddpArgs(pattern(1<<20, 5))
+	const calls = 10
+	before := rc.DirectReads()
+	for range calls {
+		if _, err := p.call(ctx, procSum, args, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rc.DirectReads() - before; n > calls/2 {
+		t.Errorf("the requester's callers read %d FPDUs over %d calls with a 1 MiB read chunk, want at most %d", n, calls, calls/2)
+	}
+}

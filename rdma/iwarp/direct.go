@@ -89,8 +89,6 @@ type directState struct {
 	kickSoon bool          // kickTimer is armed
 }
 
-var _ rdma.DirectIO = (*Conn)(nil)
-
 // BeginDirect implements rdma.DirectIO.
 func (c *Conn) BeginDirect() {
 	c.mu.Lock()
