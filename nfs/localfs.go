@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"golang.org/x/sys/unix"
 )
 
 // LocalFS is an FS over a local directory. Create it with NewLocalFS; it is
@@ -152,11 +153,10 @@ func (l *LocalFS) attr(fi fs.FileInfo) nfs3.Attr { return l.statAttr(fi.Sys().(*
 // statAttr converts a stat(2) result into fattr3.
 func (l *LocalFS) statAttr(st *syscall.Stat_t) nfs3.Attr {
 	at, mt, ct := statTimes(st)
-	major, minor := devNumbers(uint64(st.Rdev))
 	a := nfs3.Attr{
 		Mode: uint32(st.Mode) & 0o7777, Nlink: uint32(st.Nlink), UID: st.Uid, GID: st.Gid,
 		Size: uint64(st.Size), Used: uint64(st.Blocks) * 512,
-		Rdev: nfs3.SpecData{Major: major, Minor: minor},
+		Rdev: nfs3.SpecData{Major: unix.Major(uint64(st.Rdev)), Minor: unix.Minor(uint64(st.Rdev))},
 		FSID: l.fsid, FileID: st.Ino,
 		Atime: nfs3.Time{Seconds: uint32(at.Sec), Nseconds: uint32(at.Nsec)},
 		Mtime: nfs3.Time{Seconds: uint32(mt.Sec), Nseconds: uint32(mt.Nsec)},

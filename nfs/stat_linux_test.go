@@ -3,26 +3,31 @@ package nfs
 import (
 	"syscall"
 	"testing"
+
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"golang.org/x/sys/unix"
 )
 
-// TestDevNumbers: a device number splits as glibc's gnu_dev_major and
-// gnu_dev_minor do, the 12-bit major and 20-bit minor of the old layout
-// and the wider numbers beyond them; /dev/null is 1, 3.
+// TestDevNumbers: a device's attributes carry its major and minor
+// numbers, split as the system's major(3) and minor(3) do: /dev/null is 1,
+// 3, and a number beyond the old 12-bit major and 20-bit minor comes back
+// whole.
 func TestDevNumbers(t *testing.T) {
-	makedev := func(major, minor uint64) uint64 {
-		return minor&0xff | major&0xfff<<8 | minor&^0xff<<12 | major&^0xfff<<32
+	l, err := NewLocalFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range []struct{ major, minor uint32 }{{1, 3}, {8, 17}, {259, 65536}, {4095, 1 << 20}, {1 << 20, 1<<31 + 5}} {
-		if ma, mi := devNumbers(makedev(uint64(c.major), uint64(c.minor))); ma != c.major || mi != c.minor {
-			t.Errorf("devNumbers(makedev(%d, %d)) = %d, %d", c.major, c.minor, ma, mi)
-		}
-	}
+	defer l.Close()
 	var st syscall.Stat_t
 	if err := syscall.Stat("/dev/null", &st); err != nil {
 		t.Skipf("no /dev/null: %v", err)
 	}
-	if ma, mi := devNumbers(st.Rdev); ma != 1 || mi != 3 {
-		t.Errorf("/dev/null is %d, %d, want 1, 3", ma, mi)
+	if got := l.statAttr(&st).Rdev; got != (nfs3.SpecData{Major: 1, Minor: 3}) {
+		t.Errorf("/dev/null is %d, %d, want 1, 3", got.Major, got.Minor)
+	}
+	st.Rdev = unix.Mkdev(1<<20, 1<<31+5)
+	if got := l.statAttr(&st).Rdev; got != (nfs3.SpecData{Major: 1 << 20, Minor: 1<<31 + 5}) {
+		t.Errorf("device %d, %d came back as %d, %d", 1<<20, 1<<31+5, got.Major, got.Minor)
 	}
 }
 
