@@ -526,11 +526,13 @@ type DirectIO interface {
 	// yet transmitted, and does not block.
 	EndDirect()
 
-	// WaitDirect is Conn.Wait for the owner: it first transmits what is
-	// waiting to go, then, with nothing to return, does the provider's
-	// receive work on the calling goroutine until completions are ready,
-	// ctx ends, the connection ends or InterruptWait is called (where the
-	// connection is a WaitInterrupter). It returns as Wait does.
+	// WaitDirect is Conn.Wait for the owner: it first transmits what the
+	// owner posted with PostSendDirect and the provider left to it (work
+	// posted otherwise goes as PostSend's does), then, with nothing to
+	// return, does the provider's receive work on the calling goroutine
+	// until completions are ready, ctx ends, the connection ends or
+	// InterruptWait is called (where the connection is a
+	// WaitInterrupter). It returns as Wait does.
 	WaitDirect(ctx context.Context, cs []Completion) (int, error)
 }
 

@@ -10,10 +10,11 @@ package iwarp
 //     The writer goroutine takes it for each batch.
 //
 // Between BeginDirect and EndDirect one goroutine, the owner, takes them
-// too. Its WaitDirect writes what waits to go when the writer is idle,
-// then reads the socket itself until completions are ready, so that a
-// round trip runs on one goroutine per side, as a plain TCP ping-pong
-// does, instead of handing off to the writer and the reader and back.
+// too. Its WaitDirect writes what was left to it (below) when the writer
+// is idle, then reads the socket itself until completions are ready, so
+// that a round trip runs on one goroutine per side, as a plain TCP
+// ping-pong does, instead of handing off to the writer and the reader
+// and back.
 //
 // The reader goroutine gives the receive role up at an FPDU boundary,
 // with nothing buffered, once a section has begun (wantDirect), and parks
