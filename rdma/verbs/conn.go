@@ -214,22 +214,35 @@ func (c *Conn) finish(dev device, d rdma.Depths) {
 }
 
 // start runs the connection's goroutines and posts the send-queue work
-// that Prepare posted.
+// that Prepare posted. If a post fails, the connection ends, and that
+// work request and the ones after it complete flushed, in posting order
+// behind what was posted: they were counted as outstanding when Prepare
+// posted them, and a Wait returns the end only when nothing is.
 func (c *Conn) start() {
 	c.watchAsync()
 	c.wg.Add(1)
 	go c.cmLoop()
+	c.cqMu.Lock() // before mu, as collectLocked: c.ready
+	defer c.cqMu.Unlock()
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.started = true
 	deferred := c.deferred
 	c.deferred = nil
 	for i := range deferred {
 		if err := c.postSendLocked(&deferred[i]); err != nil {
 			c.endLocked(fmt.Errorf("verbs: post deferred %v: %v: %w", deferred[i].Op, err, rdma.ErrConnectionLost))
-			break
+			for _, wr := range deferred[i:] {
+				c.seq++
+				c.sq = append(c.sq, pending{seq: c.seq, id: wr.ID, op: wr.Op, done: true,
+					c: rdma.Completion{ID: wr.ID, Op: wr.Op, Status: rdma.StatusFlushed}})
+			}
+			if c.releaseLocked(&c.sq) {
+				c.signalLocked()
+			}
+			return
 		}
 	}
-	c.mu.Unlock()
 }
 
 // awaitChannel parks the calling Wait, which holds c.leader, on the
@@ -403,10 +416,18 @@ func (c *Conn) completionLocked(wc *C.struct_shim_wc) {
 		c.failedLocked(status, uint32(wc.vendor_err), p.op, recv)
 	}
 	p.done, p.c = true, cp
-	for len(*q) > 0 && (*q)[0].done {
-		c.ready = append(c.ready, (*q)[0].c)
-		*q = (*q)[1:]
+	c.releaseLocked(q)
+}
+
+// releaseLocked moves the completed work at the head of q to c.ready and
+// reports whether there was any. The caller holds cqMu and mu.
+func (c *Conn) releaseLocked(q *[]pending) bool {
+	n := 0
+	for ; n < len(*q) && (*q)[n].done; n++ {
+		c.ready = append(c.ready, (*q)[n].c)
 	}
+	*q = (*q)[n:]
+	return n > 0
 }
 
 // findSeq returns the index of the work request with seq in q, or -1.
@@ -843,6 +864,10 @@ func (c *Conn) destroy() {
 		}
 	}
 	c.sq, c.rq = nil, nil
+	for _, wr := range c.deferred { // never started
+		c.ready = append(c.ready, rdma.Completion{ID: wr.ID, Op: wr.Op, Status: rdma.StatusFlushed})
+	}
+	c.deferred = nil
 	for m := range c.mrs {
 		m.releaseLocked()
 	}

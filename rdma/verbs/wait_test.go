@@ -46,3 +46,63 @@ func TestWaitAfterEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestDeferredPostFails: send-queue work that Prepare posted is held
+// until the connection is established; if posting it then fails, the
+// connection ends and that work request and the ones after it complete
+// flushed, in posting order, so that a Wait sees the ended connection
+// with nothing outstanding and returns. Before, they stayed counted as
+// outstanding with no completion to come, and Wait slept until its ctx
+// ended. The post is made to fail by releasing the second Send's region
+// in Prepare, after posting it.
+func TestDeferredPostFails(t *testing.T) {
+	forTargets(t, func(t *testing.T, tg target) {
+		rdmatest.CheckGoroutines(t)
+		p := newProvider(t, tg, Options{})
+		cfg := rdmatest.Config{Provider: p, ListenAddr: tg.addr + ":0", Timeout: 30 * time.Second}
+		prep := func(c rdma.Conn) error {
+			for id := uint64(1); id <= 3; id++ {
+				m, err := c.Alloc(64, 0)
+				if err != nil {
+					return err
+				}
+				wr := rdma.WorkRequest{ID: id, Op: rdma.OpSend, Local: []rdma.SGE{{MR: m, Length: 64}}}
+				if err := c.PostSend(&wr); err != nil {
+					return err
+				}
+				if id == 2 {
+					if err := m.Release(); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+		_, b := rdmatest.Pair(t, cfg, rdma.ConnConfig{}, rdma.ConnConfig{Prepare: prep})
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		var got []rdma.Completion
+		cs := make([]rdma.Completion, 4)
+		for {
+			n, err := b.Wait(ctx, cs)
+			got = append(got, cs[:n]...)
+			if err != nil {
+				if ctx.Err() != nil || !errors.Is(err, rdma.ErrConnectionLost) {
+					t.Fatalf("Wait: %v after completions %+v; want the connection's end, with the three Sends completed", err, got)
+				}
+				break
+			}
+		}
+		if len(got) != 3 {
+			t.Fatalf("completions %+v; want the three Sends'", got)
+		}
+		for i, c := range got {
+			if c.ID != uint64(i+1) || c.Op != rdma.OpSend {
+				t.Errorf("completion %d: %+v; want Send %d", i, c, i+1)
+			}
+			if i > 0 && c.Status != rdma.StatusFlushed {
+				t.Errorf("completion %d: status %v; want flushed", i, c.Status)
+			}
+		}
+	})
+}
