@@ -73,7 +73,14 @@ func compare(args []string) error {
 	if err != nil {
 		return err
 	}
-	ports, err := freePorts(4)
+	n, err := parseSize(*size)
+	if err != nil {
+		return fmt.Errorf("-size: %w", err)
+	}
+	if err := fillFile(filepath.Join(*dir, "rpcrdma-nfs-bench.dat"), n); err != nil {
+		return err
+	}
+	ports, err := freePorts(6)
 	if err != nil {
 		return err
 	}
@@ -81,7 +88,8 @@ func compare(args []string) error {
 		"--tcp", "127.0.0.1:"+ports[0], "--rdma", "127.0.0.1:"+ports[1], *dir)
 	theirs := exec.Command(self, "serve", "-addr", "127.0.0.1:"+ports[2], *dir)
 	plain := exec.Command(*bin, "serve", "--log-level", "warn", "--listen", "127.0.0.1:"+ports[3])
-	for _, c := range []*exec.Cmd{ours, theirs, plain} {
+	nodata := exec.Command(self, "serve-nodata", "-tcp", "127.0.0.1:"+ports[4], "-rdma", "127.0.0.1:"+ports[5], *dir)
+	for _, c := range []*exec.Cmd{ours, theirs, plain, nodata} {
 		c.Stderr = os.Stderr
 		if err := c.Start(); err != nil {
 			return err
@@ -97,6 +105,7 @@ func compare(args []string) error {
 		{"rpcrdma nfs serve, RDMA", append(crcFlag, "--transport", "rdma", "--nfs-port", ports[1], "--mount-port", ports[0], "127.0.0.1:/export")},
 		{"rpcrdma nfs serve, TCP", []string{"--transport", "tcp", "--nfs-port", ports[0], "127.0.0.1:/export"}},
 		{"go-nfs, TCP", []string{"--transport", "tcp", "--nfs-port", ports[2], "--export", "/", "127.0.0.1:/"}},
+		{"rpcrdma nfs, RDMA, file data not copied", append(crcFlag, "--transport", "rdma", "--nfs-port", ports[5], "--mount-port", ports[4], "127.0.0.1:/export")},
 	}
 	fmt.Fprintf(os.Stderr, "%d rounds of %d cases against %d servers and rpcrdma bench, %v each, on %s\n",
 		*rounds, len(nfsCases), len(servers), *duration, *dir)
@@ -183,7 +192,7 @@ func report(s samples, servers []server) {
 	tw.Flush()
 	fmt.Println("\nratios, each taken within a round (median and range):")
 	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	rdma, tcp, gonfs := servers[0].name, servers[1].name, servers[2].name
+	rdma, tcp, gonfs, nodata := servers[0].name, servers[1].name, servers[2].name, servers[3].name
 	for _, c := range nfsCases {
 		if !c.iops {
 			op := " READ"
@@ -192,6 +201,9 @@ func report(s samples, servers []server) {
 			}
 			fmt.Fprintf(tw, "%s: NFS over RDMA / rpcrdma bench\t%s\t(target at least 0.8)\n", c.name, stat(s.ratio(c.name+"|"+rdma, "plain"+op), 2))
 			fmt.Fprintf(tw, "%s: NFS over RDMA / rpcrdma bench --connect\t%s\t(client and server in two processes, as for NFS)\n", c.name, stat(s.ratio(c.name+"|"+rdma, "served"+op), 2))
+			fmt.Fprintf(tw, "%s: NFS over RDMA, file data not copied / rpcrdma bench\t%s\t(the NFS layer, in two processes)\n", c.name, stat(s.ratio(c.name+"|"+nodata, "plain"+op), 2))
+			fmt.Fprintf(tw, "%s: NFS over RDMA, file data not copied / rpcrdma bench --connect\t%s\t(the NFS layer, against two processes)\n", c.name, stat(s.ratio(c.name+"|"+nodata, "served"+op), 2))
+			fmt.Fprintf(tw, "%s: NFS over RDMA / NFS over RDMA, file data not copied\t%s\t(what copying the file's data costs)\n", c.name, stat(s.ratio(c.name+"|"+rdma, c.name+"|"+nodata), 2))
 		}
 		target := "3"
 		if c.iops {
@@ -316,4 +328,49 @@ func waitListening(addr string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("nothing listening on %s after 30 s", addr)
+}
+
+// parseSize reads a byte count with an optional k, m or g suffix, as
+// `rpcrdma nfs bench --size` does.
+func parseSize(v string) (int64, error) {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(v, "k"):
+		mult, v = 1<<10, strings.TrimSuffix(v, "k")
+	case strings.HasSuffix(v, "m"):
+		mult, v = 1<<20, strings.TrimSuffix(v, "m")
+	case strings.HasSuffix(v, "g"):
+		mult, v = 1<<30, strings.TrimSuffix(v, "g")
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q: want a positive count of bytes, with k, m or g", v)
+	}
+	return n * mult, nil
+}
+
+// fillFile makes the bench file at least size bytes long, written out
+// rather than a hole, before any server is measured: the server that
+// leaves file data alone cannot extend it, and a hole reads from the
+// zero page, which is faster than the data a WRITE left.
+func fillFile(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	for off := fi.Size(); off < size; off += int64(len(buf)) {
+		if _, err := f.WriteAt(buf[:min(int64(len(buf)), size-off)], off); err != nil {
+			return err
+		}
+	}
+	return f.Close()
 }

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/go-git/go-billy/v5 v5.9.2
+	github.com/go-rpcrdma/rpcrdma v0.0.0
 	github.com/willscott/go-nfs v0.0.4
 )
 

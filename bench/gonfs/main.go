@@ -5,14 +5,20 @@
 // same run it measures `rpcrdma bench`'s plain 1 MiB READ and WRITE, the
 // RPC-over-RDMA transport without NFS, for the cost of the NFS layer: with
 // its in-process server, and with --connect against `rpcrdma serve` in
-// another process, as the NFS server is. It is a module of its own so that
-// the library does not depend on go-nfs:
+// another process, as the NFS server is. To split the NFS layer's cost
+// from the filesystem's, it also runs against this repository's NFS
+// server with READ and WRITE leaving the file's data alone (`gonfs
+// serve-nodata`, noDataFS): everything else a READ or WRITE does is the
+// real server's. It is a module of its own so that the library does not
+// depend on go-nfs:
 //
 //	cd bench/gonfs && go run . compare [-rounds 5] [-duration 1s] [-crc=false] [-dir /dev/shm/rpcrdma-nfs-compare]
 //	cd bench/gonfs && go run . serve [-addr 127.0.0.1:2050] DIR
+//	cd bench/gonfs && go run . serve-nodata [-tcp 127.0.0.1:2051] [-rdma 127.0.0.1:20051] DIR
 //
 // compare builds ../../cmd/rpcrdma, starts `rpcrdma nfs serve DIR`,
-// `gonfs serve DIR` and `rpcrdma serve` as child processes, and then runs,
+// `gonfs serve DIR`, `gonfs serve-nodata DIR` and `rpcrdma serve` as child
+// processes, and then runs,
 // per round, the plain benches and every case against every server, one
 // after the other (the servers' order rotating), so that the servers are
 // measured over the same stretch of time and under the same load from the
@@ -57,6 +63,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "compare":
 		err = compare(os.Args[2:])
+	case "serve-nodata":
+		err = serveNoData(os.Args[2:])
 	default:
 		usage()
 	}
@@ -67,7 +75,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: gonfs compare [flags]\n       gonfs serve [-addr HOST:PORT] DIR")
+	fmt.Fprintln(os.Stderr, "usage: gonfs compare [flags]\n       gonfs serve [-addr HOST:PORT] DIR\n       gonfs serve-nodata [-tcp HOST:PORT] [-rdma HOST:PORT] DIR")
 	os.Exit(2)
 }
 
