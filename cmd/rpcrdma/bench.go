@@ -120,7 +120,11 @@ baselines: raw TCP ping-pong and bulk transfer, one at a time and four
 outstanding on one connection (transport "rawtcp"), and ONC RPC over TCP
 record marking with the same program (transport "tcp"). Unless --crc
 asks for MPA CRC32c everywhere, the 1 MiB WRITE and READ cases also run
-on a second connection with CRC on (transport "rdma+crc"), for its cost.
+with CRC on (transport "rdma+crc"), for its cost. Every case has a
+connection of its own, dialed when it first runs and kept over every
+round and run: on a socket that has carried 1 MiB transfers both ways,
+Linux's TCP makes each small exchange slower, and the raw ping-pong,
+which the NULL is compared with, never carries any.
 
 The cases take turns: the suite runs --rounds times, each case for a
 slice of --duration per round, so that a baseline and the case compared
@@ -643,29 +647,29 @@ func startRDMAServer(tf transportFlags, addr string) (string, func(), error) {
 
 const mib = 1 << 20
 
-// rdmaCases are the RPC-over-RDMA cases against addr, sharing one
-// connection.
+// rdmaCases are the RPC-over-RDMA cases against addr.
 func rdmaCases(addr string, tf transportFlags) ([]benchCase, func(), error) {
 	p, err := tf.provider()
 	if err != nil {
 		return nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := rpcrdma.Dial(ctx, p, addr, tf.config(nil))
-	if err != nil {
-		return nil, nil, describeDialError(addr, err)
-	}
-	cli := benchprog.Client{C: rpc.NewClient(conn)}
-	stop := func() { cli.C.Close(); conn.Close() }
-	// A first call at once: a responder closes a connection that sends
-	// nothing for Bounds.HandshakeTimeout, and this connection's cases
-	// may come late in a round.
-	if err := cli.Null(ctx); err != nil {
-		stop()
-		return nil, nil, fmt.Errorf("first call to %s: %w", addr, err)
-	}
-	return programCases("rdma", cli, true), stop, nil
+	return programCases("rdma", true, func() (benchprog.Client, func(), error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := rpcrdma.Dial(ctx, p, addr, tf.config(nil))
+		if err != nil {
+			return benchprog.Client{}, nil, describeDialError(addr, err)
+		}
+		cli := benchprog.Client{C: rpc.NewClient(conn)}
+		stop := func() { cli.C.Close(); conn.Close() }
+		// A first call at once: a responder closes a connection that
+		// sends nothing for Bounds.HandshakeTimeout.
+		if err := cli.Null(ctx); err != nil {
+			stop()
+			return benchprog.Client{}, nil, fmt.Errorf("first call to %s: %w", addr, err)
+		}
+		return cli, stop, nil
+	})
 }
 
 // rpcTCPCases are the same program over ONC RPC record marking on TCP.
@@ -678,38 +682,94 @@ func rpcTCPCases() ([]benchCase, func(), error) {
 	benchprog.Register(srv)
 	done := make(chan struct{})
 	go func() { srv.ServeListener(l); close(done) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	t, err := rpc.DialTCP(ctx, l.Addr().String(), &rpc.StreamOptions{MaxRecord: 4 * mib})
-	if err != nil {
+	cs, stopClients, err := programCases("tcp", false, func() (benchprog.Client, func(), error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		t, err := rpc.DialTCP(ctx, l.Addr().String(), &rpc.StreamOptions{MaxRecord: 4 * mib})
+		if err != nil {
+			return benchprog.Client{}, nil, err
+		}
+		cli := benchprog.Client{C: rpc.NewClient(t)}
+		return cli, func() { cli.C.Close() }, nil
+	})
+	stop := func() {
+		if stopClients != nil {
+			stopClients()
+		}
 		srv.Close()
 		<-done
+	}
+	if err != nil {
+		stop()
 		return nil, nil, err
 	}
-	cli := benchprog.Client{C: rpc.NewClient(t)}
-	stop := func() { cli.C.Close(); srv.Close(); <-done }
-	return programCases("tcp", cli, false), stop, nil
+	return cs, stop, nil
 }
 
-// programCases are the bench program's cases over cli. The TCP baseline
-// runs the cases that have a TCP meaning.
-func programCases(transport string, cli benchprog.Client, all bool) []benchCase {
-	simple := func(op string, size, outstanding int, f func(ctx context.Context, buf []byte) error) benchCase {
+// programCases are the bench program's cases, each on a client of its
+// own that dial makes the first time the case runs and that it keeps
+// over every round, as the raw TCP cases keep their connections. A
+// connection shared by every case carries the 1 MiB transfers both
+// ways, after which Linux's TCP makes each small exchange on that
+// socket slower (a raw 64-byte ping-pong by 0.1-0.2 us against a fresh
+// connection on loopback: internal/rawtcp's BenchmarkPingPongAfterBulk),
+// where the ping-pong baseline, on a connection of its own, never pays
+// it. The first case's client is
+// dialed at once, so that an unreachable server is reported before
+// any case runs. The TCP baseline runs the cases that have a TCP
+// meaning (all false).
+func programCases(transport string, all bool, dial func() (benchprog.Client, func(), error)) ([]benchCase, func(), error) {
+	var mu sync.Mutex
+	var stops []func()
+	stop := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range stops {
+			f()
+		}
+		stops = nil
+	}
+	dialOnce := func() func() (benchprog.Client, error) {
+		var cli *benchprog.Client
+		return func() (benchprog.Client, error) {
+			if cli != nil {
+				return *cli, nil
+			}
+			c, f, err := dial()
+			if err != nil {
+				return benchprog.Client{}, err
+			}
+			mu.Lock()
+			stops = append(stops, f)
+			mu.Unlock()
+			cli = &c
+			return c, nil
+		}
+	}
+	simple := func(op string, size, outstanding int, f func(ctx context.Context, cli benchprog.Client, buf []byte) error) benchCase {
+		client := dialOnce()
 		return benchCase{transport: transport, op: op, size: size, outstanding: outstanding,
 			setup: func() (func(context.Context, int) error, func(), error) {
+				cli, err := client()
+				if err != nil {
+					return nil, nil, err
+				}
 				bufs := make([][]byte, outstanding)
 				for i := range bufs {
 					bufs[i] = make([]byte, size)
 					copy(bufs[i], benchprog.Pattern(size))
 				}
-				return func(ctx context.Context, w int) error { return f(ctx, bufs[w]) }, func() {}, nil
+				return func(ctx context.Context, w int) error { return f(ctx, cli, bufs[w]) }, func() {}, nil
 			}}
 	}
-	null := func(ctx context.Context, _ []byte) error { return cli.Null(ctx) }
-	write := func(ctx context.Context, b []byte) error { return cli.Write(ctx, b) }
-	read := func(ctx context.Context, b []byte) error { return cli.Read(ctx, b) }
-	list := func(ctx context.Context, b []byte) error { _, err := cli.List(ctx, len(b)); return err }
-	echo := func(ctx context.Context, b []byte) error { return cli.Echo(ctx, b) }
+	null := func(ctx context.Context, cli benchprog.Client, _ []byte) error { return cli.Null(ctx) }
+	write := func(ctx context.Context, cli benchprog.Client, b []byte) error { return cli.Write(ctx, b) }
+	read := func(ctx context.Context, cli benchprog.Client, b []byte) error { return cli.Read(ctx, b) }
+	list := func(ctx context.Context, cli benchprog.Client, b []byte) error {
+		_, err := cli.List(ctx, len(b))
+		return err
+	}
+	echo := func(ctx context.Context, cli benchprog.Client, b []byte) error { return cli.Echo(ctx, b) }
 	cs := []benchCase{
 		simple("NULL", 0, 1, null),
 		simple("NULL", 0, 32, null),
@@ -725,7 +785,11 @@ func programCases(transport string, cli benchprog.Client, all bool) []benchCase 
 			simple("ECHO", 64<<10, 1, echo),
 		)
 	}
-	return cs
+	if _, _, err := cs[0].setup(); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return cs, stop, nil
 }
 
 // rawTCPCases are the raw TCP baselines: a 64-byte ping-pong and 1 MiB

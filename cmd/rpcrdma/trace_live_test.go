@@ -71,7 +71,10 @@ func TestTraceLive(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("trace: exit %d\n%s", code, errOut)
 	}
-	if !strings.Contains(errOut, "3 TCP connections (3 iWARP)") || !strings.Contains(errOut, " 0 with errors; 0 gaps") {
+	// The bench's cases each on a connection of their own, ping's and
+	// liveV1Calls'.
+	conns := len(bench.Results) + 2
+	if !strings.Contains(errOut, fmt.Sprintf("%d TCP connections (%d iWARP)", conns, conns)) || !strings.Contains(errOut, " 0 with errors; 0 gaps") {
 		t.Errorf("trace summary: %s", errOut)
 	}
 	t.Logf("trace: %s", strings.TrimSpace(errOut))
@@ -81,7 +84,7 @@ func TestTraceLive(t *testing.T) {
 
 	streams := liveCompare(t, events, ts, crcs)
 	liveCheckV2(t, events, ts, streams, bench)
-	liveCheckPrivateData(t, events, ts)
+	liveCheckPrivateData(t, events, ts, conns)
 }
 
 // liveV1Calls makes one call per data path over Version One.
@@ -623,20 +626,17 @@ func liveHasRPC(tf map[string][]string, ev liveEvent) bool {
 // number what the bench reports it made, and tshark must show none of it.
 func liveCheckV2(t *testing.T, events []liveEvent, ts []map[string]string, streams map[int][]uint64, bench benchOutput) {
 	t.Helper()
-	v2 := -1
+	v2 := map[int]bool{} // the bench's streams, a connection per case
 	for st, vs := range streams {
 		switch {
 		case slices.Equal(vs, []uint64{2}):
-			if v2 >= 0 {
-				t.Errorf("Version Two on streams %d and %d, want the bench's only", v2, st)
-			}
-			v2 = st
+			v2[st] = true
 		case !slices.Equal(vs, []uint64{1}):
 			t.Errorf("stream %d mixes versions %v", st, vs)
 		}
 	}
-	if v2 < 0 || len(streams) != 3 {
-		t.Fatalf("versions per stream %v: want one Version Two stream (the bench) and two Version One", streams)
+	if len(v2) != len(bench.Results) || len(streams) != len(v2)+2 {
+		t.Fatalf("versions per stream %v: want a Version Two stream per bench case (%d) and two Version One", streams, len(bench.Results))
 	}
 
 	calls := map[uint64]int{} // bench calls seen, by procedure
@@ -644,7 +644,7 @@ func liveCheckV2(t *testing.T, events []liveEvent, ts []map[string]string, strea
 	replies := map[uint64]int{} // xid -> replies
 	var callXIDs []uint64
 	for _, ev := range events {
-		if int(ev.num("stream")) != v2 {
+		if !v2[int(ev.num("stream"))] {
 			continue
 		}
 		if _, ok := ev.get("rpcrdma"); !ok {
@@ -708,8 +708,9 @@ func liveCheckV2(t *testing.T, events []liveEvent, ts []map[string]string, strea
 		}
 	}
 	// Every call the bench made: its measured operations, a warm-up of 3
-	// per worker in each round, and the NULL its connection makes first.
-	want := map[uint64]int{0: 1}
+	// per worker in each round, and the NULL each of its connections
+	// makes first.
+	want := map[uint64]int{0: len(v2)}
 	for _, r := range bench.Results {
 		p := slices.IndexFunc([]string{"NULL", "WRITE", "READ", "LIST", "ECHO"}, func(s string) bool { return s == r.Op })
 		if p < 0 || benchprog.ProcName(uint32(p)) != r.Op {
@@ -726,7 +727,8 @@ func liveCheckV2(t *testing.T, events []liveEvent, ts []map[string]string, strea
 
 	// tshark's blind spot: nothing of the stream above DDP/RDMAP.
 	for _, row := range ts {
-		if row["tcp.stream"] == strconv.Itoa(v2) && (row["rpcordma.version"] != "" || row["rpc.xid"] != "") {
+		st, _ := strconv.Atoi(row["tcp.stream"])
+		if v2[st] && (row["rpcordma.version"] != "" || row["rpc.xid"] != "") {
 			t.Errorf("frame %s: tshark decodes Version Two: %v", row["frame.number"], row)
 			break
 		}
@@ -736,7 +738,7 @@ func liveCheckV2(t *testing.T, events []liveEvent, ts []map[string]string, strea
 // liveCheckPrivateData checks trace's decoding of the MPA private data
 // against the raw bytes tshark shows, decoded here independently: the RFC
 // 6581 IRD/ORD word, then RFC 8797's magic, version, flags and sizes.
-func liveCheckPrivateData(t *testing.T, events []liveEvent, ts []map[string]string) {
+func liveCheckPrivateData(t *testing.T, events []liveEvent, ts []map[string]string, conns int) {
 	t.Helper()
 	raw := map[int]string{}
 	for _, row := range ts {
@@ -785,7 +787,7 @@ func liveCheckPrivateData(t *testing.T, events []liveEvent, ts []map[string]stri
 			t.Errorf("frame %d: RFC 8797 bytes %x give rinv %v send %d recv %d; trace %v", f, pd, pd[5]&1 != 0, send, recv, ev["mpa"])
 		}
 	}
-	if n != 6 {
-		t.Errorf("%d MPA frames, want a Request and a Reply on each of the 3 connections", n)
+	if n != 2*conns {
+		t.Errorf("%d MPA frames, want a Request and a Reply on each of the %d connections", n, conns)
 	}
 }
