@@ -3,6 +3,7 @@ package iwarp
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -384,4 +385,37 @@ func TestDirectDeadlineMidFPDU(t *testing.T) {
 	if err := c.Err(); err != nil {
 		t.Fatalf("connection ended: %v", err)
 	}
+}
+
+// TestDropWaitDeadlineAfterEnd: once the connection has ended, clearing
+// a wait's read deadline before another read (dropWaitDeadline) leaves
+// the deadline endLocked set, which is what makes every read of the
+// dead connection return; clearing it would leave the next read of a
+// silent peer blocked for good.
+func TestDropWaitDeadlineAfterEnd(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	a, b := directPair(t)
+	parkReader(t, a, b)
+	a.rxMu.Lock()
+	a.rx.dl = time.Now().Add(time.Hour) // as a wait under a ctx leaves it
+	a.mu.Lock()
+	a.endLocked(errors.New("ended by the test"), nil)
+	a.mu.Unlock()
+	a.dropWaitDeadline()
+	read := make(chan error, 1)
+	go func() {
+		_, err := a.nc.Read(make([]byte, 1))
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("read after the end: %v, want the end's deadline", err)
+		}
+	case <-time.After(5 * time.Second):
+		a.nc.Close() // frees the read
+		<-read
+		t.Error("a read of the ended connection blocked: its deadline was cleared")
+	}
+	a.rxMu.Unlock()
 }
