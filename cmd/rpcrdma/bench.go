@@ -692,62 +692,29 @@ func rpcTCPCases() ([]benchCase, func(), error) {
 		cli := benchprog.Client{C: rpc.NewClient(t)}
 		return cli, func() { cli.C.Close() }, nil
 	})
-	stop := func() {
-		if stopClients != nil {
-			stopClients()
-		}
+	if err != nil {
 		srv.Close()
 		<-done
-	}
-	if err != nil {
-		stop()
 		return nil, nil, err
 	}
-	return cs, stop, nil
+	return cs, func() { stopClients(); srv.Close(); <-done }, nil
 }
 
 // programCases are the bench program's cases, each on a client of its
-// own that dial makes the first time the case runs and that it keeps
-// over every round, as the raw TCP cases keep their connections. A
-// connection shared by every case carries the 1 MiB transfers both
-// ways, after which Linux's TCP makes each small exchange on that
-// socket slower (a raw 64-byte ping-pong by 0.1-0.2 us against a fresh
-// connection on loopback: internal/rawtcp's BenchmarkPingPongAfterBulk),
-// where the ping-pong baseline, on a connection of its own, never pays
-// it. The first case's client is
-// dialed at once, so that an unreachable server is reported before
-// any case runs. The TCP baseline runs the cases that have a TCP
+// own that dial makes the first time the case runs (keptConns), as the
+// raw TCP cases have their connections. A connection shared by every
+// case carries the 1 MiB transfers both ways, after which Linux's TCP
+// makes each small exchange on that socket slower (a raw 64-byte
+// ping-pong by 0.1-0.2 us against a fresh connection on loopback:
+// internal/rawtcp's BenchmarkPingPongAfterBulk), where the ping-pong
+// baseline, on a connection of its own, never pays it. The first case's
+// client is dialed at once, so that an unreachable server is reported
+// before any case runs. The TCP baseline runs the cases that have a TCP
 // meaning (all false).
 func programCases(transport string, all bool, dial func() (benchprog.Client, func(), error)) ([]benchCase, func(), error) {
-	var mu sync.Mutex
-	var stops []func()
-	stop := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, f := range stops {
-			f()
-		}
-		stops = nil
-	}
-	dialOnce := func() func() (benchprog.Client, error) {
-		var cli *benchprog.Client
-		return func() (benchprog.Client, error) {
-			if cli != nil {
-				return *cli, nil
-			}
-			c, f, err := dial()
-			if err != nil {
-				return benchprog.Client{}, err
-			}
-			mu.Lock()
-			stops = append(stops, f)
-			mu.Unlock()
-			cli = &c
-			return c, nil
-		}
-	}
+	var kept keptConns
 	simple := func(op string, size, outstanding int, f func(ctx context.Context, cli benchprog.Client, buf []byte) error) benchCase {
-		client := dialOnce()
+		client := keepOnce(&kept, dial)
 		return benchCase{transport: transport, op: op, size: size, outstanding: outstanding,
 			setup: func() (func(context.Context, int) error, func(), error) {
 				cli, err := client()
@@ -786,10 +753,48 @@ func programCases(transport string, all bool, dial func() (benchprog.Client, fun
 		)
 	}
 	if _, _, err := cs[0].setup(); err != nil {
-		stop()
+		kept.close()
 		return nil, nil, err
 	}
-	return cs, stop, nil
+	return cs, kept.close, nil
+}
+
+// keptConns holds the connections the cases dial, each the first time
+// its case runs (keepOnce), and kept over every round and run.
+type keptConns struct {
+	mu     sync.Mutex
+	closes []func()
+}
+
+// keepOnce returns a function that dials with dial the first time it is
+// called, keeping the connection in k, and returns the same one after.
+func keepOnce[T any](k *keptConns, dial func() (T, func(), error)) func() (T, error) {
+	var c T
+	dialed := false
+	return func() (T, error) {
+		if dialed {
+			return c, nil
+		}
+		v, closeV, err := dial()
+		if err != nil {
+			return v, err
+		}
+		k.mu.Lock()
+		k.closes = append(k.closes, closeV)
+		k.mu.Unlock()
+		c, dialed = v, true
+		return c, nil
+	}
+}
+
+// close closes every connection k holds.
+func (k *keptConns) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, f := range k.closes {
+		f()
+	}
+	k.closes = nil
 }
 
 // rawTCPCases are the raw TCP baselines: a 64-byte ping-pong and 1 MiB
@@ -815,29 +820,20 @@ func rawTCPCases() ([]benchCase, func(), error) {
 			}()
 		}
 	}()
-	// Each case dials once and keeps its connection over every round, as
-	// the RPC clients keep theirs: a fresh connection per round would
-	// make the baseline pay TCP's slow start and receive-buffer growth
-	// again each time (on loopback, 1 MiB transfers in half-second rounds
-	// moved about 10% less).
-	var mu sync.Mutex
-	var conns []net.Conn
+	// Each case dials once and keeps its connection over every round
+	// (keptConns): a fresh connection per round would make the baseline
+	// pay TCP's slow start and receive-buffer growth again each time (on
+	// loopback, 1 MiB transfers in half-second rounds moved about 10%
+	// less).
+	var kept keptConns
 	dialOnce := func() func() (net.Conn, error) {
-		var c net.Conn
-		return func() (net.Conn, error) {
-			if c != nil {
-				return c, nil
-			}
+		return keepOnce(&kept, func() (net.Conn, func(), error) {
 			nc, err := net.Dial("tcp", l.Addr().String())
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			c = nc
-			return c, nil
-		}
+			return nc, func() { nc.Close() }, nil
+		})
 	}
 	rawCase := func(op string, size int) benchCase {
 		dial := dialOnce()
@@ -859,11 +855,7 @@ func rawTCPCases() ([]benchCase, func(), error) {
 			}}
 	}
 	stop := func() {
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
+		kept.close()
 		l.Close()
 		wg.Wait()
 	}
