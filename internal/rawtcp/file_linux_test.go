@@ -34,26 +34,8 @@ import (
 // of sending one cache-hot buffer, before any RPC: reading the file's
 // pages costs about what sending them does, however they are sent.
 func BenchmarkSendFromFile(b *testing.B) {
-	dir := "/dev/shm"
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		b.Skip("no /dev/shm (tmpfs) to keep the file in")
-	}
-	const seg, mib, span = 64 << 10, 1 << 20, 64
-	f, err := os.CreateTemp(dir, "rpcrdma-sendfile-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	pattern := make([]byte, mib)
-	for i := range pattern {
-		pattern[i] = byte(i * 7)
-	}
-	for i := range span {
-		if _, err := f.WriteAt(pattern, int64(i)*mib); err != nil {
-			b.Fatal(err)
-		}
-	}
+	const seg = 64 << 10
+	f, pattern := tmpfsFile(b)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -165,6 +147,34 @@ func BenchmarkSendFromFile(b *testing.B) {
 	}
 }
 
+// mib is the unit the file benchmarks move, and span the MiB of their
+// file.
+const mib, span = 1 << 20, 64
+
+// tmpfsFile returns a file of span MiB on tmpfs (/dev/shm), removed when
+// b ends, each MiB of it written from the returned 1 MiB pattern; it
+// skips b where there is no /dev/shm.
+func tmpfsFile(b *testing.B) (*os.File, []byte) {
+	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
+		b.Skip("no /dev/shm (tmpfs) to keep the file in")
+	}
+	f, err := os.CreateTemp("/dev/shm", "rpcrdma-rawtcp-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close(); os.Remove(f.Name()) })
+	pattern := make([]byte, mib)
+	for i := range pattern {
+		pattern[i] = byte(i * 7)
+	}
+	for i := range span {
+		if _, err := f.WriteAt(pattern, int64(i)*mib); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return f, pattern
+}
+
 // threadCPU is the calling thread's CPU time, user and system.
 func threadCPU() time.Duration {
 	var ru syscall.Rusage
@@ -183,26 +193,7 @@ func threadCPU() time.Duration {
 // 2456) and 346-400 us: writing the data into the file keeps about 0.7
 // of the throughput and triples the receiver's CPU.
 func BenchmarkReceiveToFile(b *testing.B) {
-	dir := "/dev/shm"
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		b.Skip("no /dev/shm (tmpfs) to keep the file in")
-	}
-	const mib, span = 1 << 20, 64
-	f, err := os.CreateTemp(dir, "rpcrdma-recvfile-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	pattern := make([]byte, mib)
-	for i := range pattern {
-		pattern[i] = byte(i * 7)
-	}
-	for i := range span {
-		if _, err := f.WriteAt(pattern, int64(i)*mib); err != nil {
-			b.Fatal(err)
-		}
-	}
+	f, pattern := tmpfsFile(b)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
