@@ -237,7 +237,7 @@ func (c *Conn) start() {
 				c.sq = append(c.sq, pending{seq: c.seq, id: wr.ID, op: wr.Op, done: true,
 					c: rdma.Completion{ID: wr.ID, Op: wr.Op, Status: rdma.StatusFlushed}})
 			}
-			if c.releaseLocked(&c.sq) {
+			if c.readyHeadLocked(&c.sq) {
 				c.signalLocked()
 			}
 			return
@@ -416,12 +416,12 @@ func (c *Conn) completionLocked(wc *C.struct_shim_wc) {
 		c.failedLocked(status, uint32(wc.vendor_err), p.op, recv)
 	}
 	p.done, p.c = true, cp
-	c.releaseLocked(q)
+	c.readyHeadLocked(q)
 }
 
-// releaseLocked moves the completed work at the head of q to c.ready and
-// reports whether there was any. The caller holds cqMu and mu.
-func (c *Conn) releaseLocked(q *[]pending) bool {
+// readyHeadLocked moves the completed work at the head of q to c.ready
+// and reports whether there was any. The caller holds cqMu and mu.
+func (c *Conn) readyHeadLocked(q *[]pending) bool {
 	n := 0
 	for ; n < len(*q) && (*q)[n].done; n++ {
 		c.ready = append(c.ready, (*q)[n].c)
@@ -864,10 +864,6 @@ func (c *Conn) destroy() {
 		}
 	}
 	c.sq, c.rq = nil, nil
-	for _, wr := range c.deferred { // never started
-		c.ready = append(c.ready, rdma.Completion{ID: wr.ID, Op: wr.Op, Status: rdma.StatusFlushed})
-	}
-	c.deferred = nil
 	for m := range c.mrs {
 		m.releaseLocked()
 	}
