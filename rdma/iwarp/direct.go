@@ -462,7 +462,7 @@ func (c *Conn) readDirect(boundary bool) {
 		b, err := c.br.Peek(4)
 		c.rx.waiting = false
 		c.mu.Lock()
-		expired := err != nil && errors.Is(err, os.ErrDeadlineExceeded)
+		expired := errors.Is(err, os.ErrDeadlineExceeded)
 		if (c.dir.kicked || expired) && c.state != stateDead {
 			// A kick's past deadline, or ctx's that has passed: the
 			// next wait arms its own.
