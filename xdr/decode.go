@@ -90,13 +90,17 @@ func (d *Decoder) take(n int) []byte {
 	return b
 }
 
-// Uint32 decodes an unsigned integer (RFC 4506 section 4.2).
+// Uint32 decodes an unsigned integer (RFC 4506 section 4.2). The common
+// case, four bytes there and no error yet, is kept small enough to inline:
+// a message's header is mostly such words.
 func (d *Decoder) Uint32() uint32 {
-	b := d.take(4)
-	if b == nil {
-		return 0
+	if d.err == nil && len(d.buf)-d.off >= 4 {
+		v := binary.BigEndian.Uint32(d.buf[d.off:])
+		d.off += 4
+		return v
 	}
-	return binary.BigEndian.Uint32(b)
+	d.take(4) // records the failure
+	return 0
 }
 
 // Int32 decodes a signed integer (RFC 4506 section 4.1).
@@ -148,15 +152,15 @@ func (d *Decoder) FixedOpaque(n int) []byte {
 		return nil
 	}
 	start := d.off
-	b := d.take(n)
-	for _, c := range d.take(Pad(n)) {
+	end := start + n
+	for _, c := range d.buf[end : start+RoundUp(n)] {
 		if c != 0 {
-			d.off = start
 			d.failAt(start, ErrPad, uint64(c), 0)
 			return nil
 		}
 	}
-	return b
+	d.off = start + RoundUp(n)
+	return d.buf[start:end:end]
 }
 
 // Opaque decodes variable-length opaque data (RFC 4506 section 4.10) of at
