@@ -95,19 +95,20 @@ type Conn struct {
 	// would make a local escape: one allocation per message.
 	recvIn inbound
 
-	// Tokens, passed through channels: whoever holds a token owns what
-	// it names.
-	sendFree  *slotStack    // free slots of sendMR; a slot is free once its Send has completed
+	// Tokens: whoever holds a token owns what it names.
+	sendFree  *tokenStack   // free slots of sendMR; a slot is free once its Send has completed
 	sends     []sendSlot    // per send slot, owned by the holder of its sendFree token
-	sqSlots   chan struct{} // one token per free send-queue entry
+	sqFree    *tokenStack   // free send-queue entries
 	readSlots chan struct{} // one token per RDMA Read we may have outstanding (ORD)
 
-	// Send-queue work in flight, by ID: registered by post, completed
-	// by the loop (onSendQueue) or, once it ends, by failOps.
+	// Send-queue work in flight, by entry: a work request's ID is the
+	// entry its poster took from sqFree. post registers the completion
+	// callback; the loop (onSendQueue) or, once the connection has ended,
+	// failOps runs it and clears it.
 	opsMu   sync.Mutex
-	ops     map[uint64]func(rdma.Completion)
-	opsIdle chan struct{} // closed when ops empties, for drain; nil when no one waits
-	opID    atomic.Uint64
+	ops     []func(rdma.Completion) // by entry; nil while the entry is not posted
+	opsN    int                     // entries posted and not completed
+	opsIdle chan struct{}           // closed when opsN falls to zero, for drain; nil when no one waits
 
 	// From the loop to Recv. Queues rather than channels, so that what
 	// they hold is allocated on first use (fifo): most connections have
@@ -405,7 +406,7 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 		return fmt.Errorf("rpcrdma: allocating %d send buffers: %w", nsend, err)
 	}
 	c.addRegistered(int64(nsend * c.sendSize))
-	c.sendFree = newSlotStack(nsend)
+	c.sendFree = newTokenStack(nsend)
 	c.sends = make([]sendSlot, nsend)
 	for i := 0; i < nsend; i++ {
 		s := &c.sends[i]
@@ -420,10 +421,8 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 			}
 		}
 	}
-	c.sqSlots = make(chan struct{}, sq)
-	for i := 0; i < sq; i++ {
-		c.sqSlots <- struct{}{}
-	}
+	c.sqFree = newTokenStack(sq)
+	c.ops = make([]func(rdma.Completion), sq)
 	ord := max(lim.ORD, 1)
 	c.readSlots = make(chan struct{}, ord)
 	for i := 0; i < ord; i++ {
@@ -442,7 +441,6 @@ func newConn(cfg Config, responder bool) *Conn {
 		log:       cfg.logger(),
 		lim:       cfg.Limits,
 		responder: responder,
-		ops:       make(map[uint64]func(rdma.Completion)),
 		done:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
 	}
@@ -549,7 +547,7 @@ const closeDrain = time.Second
 // the connection has ended.
 func (c *Conn) drain(d time.Duration) {
 	c.opsMu.Lock()
-	if len(c.ops) == 0 {
+	if c.opsN == 0 {
 		c.opsMu.Unlock()
 		return
 	}

@@ -94,29 +94,48 @@ func (c *Conn) dropPulled() {
 
 // onSendQueue completes one send-queue work request.
 func (c *Conn) onSendQueue(comp rdma.Completion) {
+	e := int(comp.ID)
 	c.opsMu.Lock()
-	done := c.ops[comp.ID]
-	delete(c.ops, comp.ID)
-	if len(c.ops) == 0 && c.opsIdle != nil {
+	var done func(rdma.Completion)
+	if e >= 0 && e < len(c.ops) {
+		done = c.ops[e]
+		c.ops[e] = nil
+	}
+	if done == nil {
+		// Not ours to complete: failOps has already done so.
+		c.opsMu.Unlock()
+		return
+	}
+	c.opsN--
+	if c.opsN == 0 && c.opsIdle != nil {
 		close(c.opsIdle)
 		c.opsIdle = nil
 	}
 	c.opsMu.Unlock()
-	c.sqSlots <- struct{}{}
-	if done != nil {
-		done(comp)
-	}
+	c.sqFree.put(e)
+	done(comp)
 }
 
 // failOps completes every send-queue operation the provider did not, after
 // the connection has ended.
 func (c *Conn) failOps() {
 	c.opsMu.Lock()
-	ops := c.ops
-	c.ops = map[uint64]func(rdma.Completion){}
+	var ids []int
+	var dones []func(rdma.Completion)
+	for e, done := range c.ops {
+		if done != nil {
+			ids, dones = append(ids, e), append(dones, done)
+			c.ops[e] = nil
+		}
+	}
+	c.opsN = 0
+	if c.opsIdle != nil {
+		close(c.opsIdle)
+		c.opsIdle = nil
+	}
 	c.opsMu.Unlock()
-	for id, done := range ops {
-		done(rdma.Completion{ID: id, Status: rdma.StatusFlushed})
+	for k, done := range dones {
+		done(rdma.Completion{ID: uint64(ids[k]), Status: rdma.StatusFlushed})
 	}
 }
 

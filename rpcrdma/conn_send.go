@@ -31,20 +31,22 @@ func (c *Conn) Send(ctx context.Context, m *rpc.Msg) error {
 // post posts a send-queue work request whose completion runs done on the
 // loop goroutine. It waits for a free send-queue entry, respecting ctx.
 func (c *Conn) post(ctx context.Context, wr *rdma.WorkRequest, done func(rdma.Completion)) error {
-	if err := take(ctx, c.sqSlots, c.done, c.Err); err != nil {
+	e, err := c.sqFree.take(ctx, c.done, c.Err)
+	if err != nil {
 		return err
 	}
-	return c.postTaken(wr, done, false)
+	return c.postTaken(e, wr, done, false)
 }
 
-// postTaken is post for a caller that holds a send-queue entry's token,
-// which it gives back if the post fails. direct says the caller has the
-// turn and waits for completions next (waitTurn), so the provider may
-// leave the transmission to that wait (rdma.DirectIO.PostSendDirect).
-func (c *Conn) postTaken(wr *rdma.WorkRequest, done func(rdma.Completion), direct bool) error {
-	wr.ID = c.opID.Add(1)
+// postTaken is post for a caller that holds send-queue entry e, which it
+// gives back if the post fails. direct says the caller has the turn and
+// waits for completions next (waitTurn), so the provider may leave the
+// transmission to that wait (rdma.DirectIO.PostSendDirect).
+func (c *Conn) postTaken(e int, wr *rdma.WorkRequest, done func(rdma.Completion), direct bool) error {
+	wr.ID = uint64(e)
 	c.opsMu.Lock()
-	c.ops[wr.ID] = done
+	c.ops[e] = done
+	c.opsN++
 	c.opsMu.Unlock()
 	c.unparkTurn() // someone must process the completion (short.go)
 	var err error
@@ -55,15 +57,18 @@ func (c *Conn) postTaken(wr *rdma.WorkRequest, done func(rdma.Completion), direc
 	}
 	if err != nil {
 		c.opsMu.Lock()
-		_, mine := c.ops[wr.ID]
-		delete(c.ops, wr.ID)
+		mine := c.ops[e] != nil
+		if mine {
+			c.ops[e] = nil
+			c.opsN--
+		}
 		c.opsMu.Unlock()
 		if !mine {
 			// The connection ended meanwhile, and failOps has
 			// completed the request as flushed: done has the outcome.
 			return nil
 		}
-		c.sqSlots <- struct{}{}
+		c.sqFree.put(e)
 		if errors.Is(err, net.ErrClosed) {
 			return c.connErr(err)
 		}
@@ -72,81 +77,53 @@ func (c *Conn) postTaken(wr *rdma.WorkRequest, done func(rdma.Completion), direc
 	return nil
 }
 
-// takeValue receives from ch, waiting until ctx or done ends first (then
-// ctx's error, or ended's). It tries a receive alone first: with a value
-// ready, that costs much less than the select, and it is the common case
-// (a free send slot or send-queue entry).
-func takeValue[T any](ctx context.Context, ch chan T, done <-chan struct{}, ended func() error) (T, error) {
-	select {
-	case v := <-ch:
-		return v, nil
-	default:
-	}
-	select {
-	case v := <-ch:
-		return v, nil
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	case <-done:
-		var zero T
-		return zero, ended()
-	}
-}
-
-// take is takeValue for a channel of tokens.
-func take(ctx context.Context, ch chan struct{}, done <-chan struct{}, ended func() error) error {
-	_, err := takeValue(ctx, ch, done, ended)
-	return err
-}
-
 // sendMsg builds the message hdr followed by pieces in a send slot and
 // posts it as a Send (with Invalidate when inv is not zero). It waits for a
 // free send slot. If wait is true it returns after the Send completes, else
 // after posting.
 func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait bool) error {
-	if err := take(ctx, c.sendFree.avail, c.done, c.Err); err != nil {
+	slot, err := c.sendFree.take(ctx, c.done, c.Err)
+	if err != nil {
 		return err
 	}
-	slot := c.sendFree.pop()
-	if err := take(ctx, c.sqSlots, c.done, c.Err); err != nil {
+	e, err := c.sqFree.take(ctx, c.done, c.Err)
+	if err != nil {
 		c.sendFree.put(slot)
 		return err
 	}
 	// A send with noWait comes from the caller that has the turn
 	// (SendDeliver), which waits with waitTurn next.
-	return c.sendIn(slot, hdr, pieces, inv, wait, ctx == noWait)
+	return c.sendIn(slot, e, hdr, pieces, inv, wait, ctx == noWait)
 }
 
 // A sendReservation is a send slot and a send-queue entry taken ahead of
 // the message that will use them (reserveSend), so that sending it does
 // not wait: a responder's loop sends the replies of the calls it runs
 // itself this way (Conn.ReserveReply). The zero value holds nothing.
-type sendReservation struct{ slot int } // the slot + 1
+type sendReservation struct {
+	slot, entry int // the slot + 1, the send-queue entry
+}
 
 // reserveSend takes a send slot and a send-queue entry if both are free
 // now, without waiting.
 func (c *Conn) reserveSend() (sendReservation, bool) {
-	select {
-	case <-c.sendFree.avail:
-	default:
+	slot, ok := c.sendFree.tryTake()
+	if !ok {
 		return sendReservation{}, false
 	}
-	slot := c.sendFree.pop()
-	select {
-	case <-c.sqSlots:
-	default:
+	e, ok := c.sqFree.tryTake()
+	if !ok {
 		c.sendFree.put(slot)
 		return sendReservation{}, false
 	}
-	return sendReservation{slot: slot + 1}, true
+	return sendReservation{slot: slot + 1, entry: e}, true
 }
 
 // unreserveSend gives back what res holds, if anything.
 func (c *Conn) unreserveSend(res *sendReservation) {
 	if res.slot != 0 {
 		c.sendFree.put(res.slot - 1)
-		c.sqSlots <- struct{}{}
+		c.sqFree.put(res.entry)
 		*res = sendReservation{}
 	}
 }
@@ -154,9 +131,9 @@ func (c *Conn) unreserveSend(res *sendReservation) {
 // sendReserved is sendMsg, returning after the post, with what res holds,
 // which it uses up: it waits for nothing, so the loop may call it.
 func (c *Conn) sendReserved(res *sendReservation, hdr *wire.Header, pieces [][]byte, inv rdma.STag) error {
-	slot := res.slot - 1
+	slot, e := res.slot-1, res.entry
 	*res = sendReservation{}
-	err := c.sendIn(slot, hdr, pieces, inv, false, true)
+	err := c.sendIn(slot, e, hdr, pieces, inv, false, true)
 	if err == nil && c.batch.Load() == 1 && c.dio != nil {
 		// The only reply of the batch: it goes now, before the rest of
 		// the call's work on this goroutine, so the requester can take
@@ -167,16 +144,16 @@ func (c *Conn) sendReserved(res *sendReservation, hdr *wire.Header, pieces [][]b
 	return err
 }
 
-// sendIn is sendMsg once the caller holds slot and a send-queue entry's
-// token; it gives both back if it fails before posting.
-func (c *Conn) sendIn(slot int, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait, direct bool) error {
+// sendIn is sendMsg once the caller holds slot and send-queue entry e; it
+// gives both back if it fails before posting.
+func (c *Conn) sendIn(slot, e int, hdr *wire.Header, pieces [][]byte, inv rdma.STag, wait, direct bool) error {
 	n := hdr.EncodedLen()
 	for _, p := range pieces {
 		n += len(p)
 	}
 	if n > c.sendSize {
 		c.sendFree.put(slot)
-		c.sqSlots <- struct{}{}
+		c.sqFree.put(e)
 		return fmt.Errorf("rpcrdma: message of %d bytes exceeds the %d-byte send buffer", n, c.sendSize)
 	}
 	off := slot * c.sendSize
@@ -193,7 +170,7 @@ func (c *Conn) sendIn(slot int, hdr *wire.Header, pieces [][]byte, inv rdma.STag
 	}
 	s.wait = wait
 	c.stats.add(statInlineBytes, uint64(len(msg)))
-	if err := c.postTaken(&s.wr, s.done, direct); err != nil {
+	if err := c.postTaken(e, &s.wr, s.done, direct); err != nil {
 		c.sendFree.put(slot)
 		return err
 	}

@@ -84,32 +84,38 @@ func TestReserveSendRefused(t *testing.T) {
 	c := p.resp
 	waitAllSendsFree(t, c)
 	var slots []int
-	for len(c.sendFree.avail) > 0 {
-		<-c.sendFree.avail
-		slots = append(slots, c.sendFree.pop())
+	for {
+		s, ok := c.sendFree.tryTake()
+		if !ok {
+			break
+		}
+		slots = append(slots, s)
 	}
 	if _, ok := c.reserveSend(); ok {
 		t.Error("reserved with no free send slot")
 	}
-	if len(c.sqSlots) != cap(c.sqSlots) {
-		t.Errorf("a refused reservation kept a send-queue entry: %d of %d free", len(c.sqSlots), cap(c.sqSlots))
+	if n := c.sqFree.available(); n != c.sqFree.n {
+		t.Errorf("a refused reservation kept a send-queue entry: %d of %d free", n, c.sqFree.n)
 	}
 	for _, s := range slots {
 		c.sendFree.put(s)
 	}
-	var entries int
-	for len(c.sqSlots) > 0 {
-		<-c.sqSlots
-		entries++
+	var entries []int
+	for {
+		e, ok := c.sqFree.tryTake()
+		if !ok {
+			break
+		}
+		entries = append(entries, e)
 	}
 	if _, ok := c.reserveSend(); ok {
 		t.Error("reserved with no free send-queue entry")
 	}
-	if len(c.sendFree.avail) != cap(c.sendFree.avail) {
-		t.Errorf("a refused reservation kept a send slot: %d of %d free", len(c.sendFree.avail), cap(c.sendFree.avail))
+	if n := c.sendFree.available(); n != c.sendFree.n {
+		t.Errorf("a refused reservation kept a send slot: %d of %d free", n, c.sendFree.n)
 	}
-	for range entries {
-		c.sqSlots <- struct{}{}
+	for _, e := range entries {
+		c.sqFree.put(e)
 	}
 	res, ok := c.reserveSend()
 	if !ok {
@@ -124,9 +130,9 @@ func TestReserveSendRefused(t *testing.T) {
 // taken by the loop soon after they are posted).
 func waitAllSendsFree(t *testing.T, c *Conn) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); len(c.sendFree.avail) != cap(c.sendFree.avail) || len(c.sqSlots) != cap(c.sqSlots); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); c.sendFree.available() != c.sendFree.n || c.sqFree.available() != c.sqFree.n; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d send slots and %d of %d send-queue entries free", len(c.sendFree.avail), cap(c.sendFree.avail), len(c.sqSlots), cap(c.sqSlots))
+			t.Fatalf("%d of %d send slots and %d of %d send-queue entries free", c.sendFree.available(), c.sendFree.n, c.sqFree.available(), c.sqFree.n)
 		}
 	}
 }

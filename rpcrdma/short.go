@@ -131,7 +131,7 @@ func (c *Conn) directCall(m *rpc.Msg) bool {
 }
 
 // noWait is a context that has ended: a send with it takes what it needs
-// only if it is free at once (takeValue), and otherwise fails with
+// only if it is free at once (tokenStack.take), and otherwise fails with
 // context.Canceled.
 var noWait = func() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -302,7 +302,7 @@ func (c *Conn) quiet() bool {
 	}
 	c.opsMu.Lock()
 	defer c.opsMu.Unlock()
-	return len(c.ops) == 0
+	return c.opsN == 0
 }
 
 // unparkTurn gives a free turn back to the loop. Every post to the send
