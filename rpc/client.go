@@ -28,6 +28,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/reuse"
+	"github.com/go-rpcrdma/rpcrdma/internal/xidmap"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
@@ -99,7 +101,7 @@ type Client struct {
 	re *reconnector // nil for a Client from NewClient
 
 	mu      sync.Mutex
-	pending map[uint32]*pendingCall
+	pending xidmap.Map[*pendingCall]
 	xid     uint32
 	err     error         // set once: the error every later call gets
 	dead    chan struct{} // closed when err is set
@@ -115,7 +117,8 @@ type Client struct {
 	// package's: a pendingCall's channel belongs to the testing/synctest
 	// bubble that made it, and a Client made in one bubble is used only
 	// there.
-	calls sync.Pool
+	calls sync.Pool                // *pendingCall
+	spare reuse.Spare[pendingCall] // in front of calls
 
 	stats clientCounters
 }
@@ -164,12 +167,13 @@ func newLink(t Transport, reconnecting bool) *link {
 }
 
 type pendingCall struct {
-	done    chan callResult // buffered: the completer never blocks
-	arrived func() bool     // reports whether done holds the outcome; bound once, for DirectPusher
-	msg     Msg             // the call as sent
-	buf     []byte          // backing for msg.XDR, kept across uses
-	items   []DDPItem       // backing for msg.Items, kept across uses
-	on      *link           // the link the call was last sent on; c.mu
+	done    chan callResult      // buffered: the completer never blocks
+	arrived func() bool          // reports whether done holds the outcome; bound once, for DirectPusher
+	msg     Msg                  // the call as sent
+	buf     []byte               // backing for msg.XDR, kept across uses
+	items   []DDPItem            // backing for msg.Items, kept across uses
+	on      *link                // the link the call was last sent on; c.mu
+	scratch *[nullReplySize]byte // Null's reply buffer, made on first use
 }
 
 type callResult struct {
@@ -190,10 +194,9 @@ func NewClient(t Transport) *Client {
 
 func newClient() *Client {
 	return &Client{
-		pending: make(map[uint32]*pendingCall),
-		xid:     rand.Uint32(),
-		dead:    make(chan struct{}),
-		ready:   make(chan struct{}),
+		xid:   rand.Uint32(),
+		dead:  make(chan struct{}),
+		ready: make(chan struct{}),
 	}
 }
 
@@ -245,15 +248,21 @@ func (c *Client) start(l *link) bool {
 // The call's memory (req.Args, req.ResultBufs) may be used by the transport
 // until Call returns.
 func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
+	return c.call(ctx, req, false)
+}
+
+// call is Call; with scratch, the reply goes in the call's own scratch
+// buffer instead of req.ReplyBuf (Null, which drops the results).
+func (c *Client) call(ctx context.Context, req *Request, scratch bool) (Reply, error) {
 	if len(req.Cred.Body) > MaxAuthBytes || len(req.Verf.Body) > MaxAuthBytes {
 		return Reply{}, errors.New("rpc: credential or verifier body over 400 bytes")
 	}
 	if err := ctx.Err(); err != nil {
 		return Reply{}, err
 	}
-	pc, _ := c.calls.Get().(*pendingCall)
-	if pc == nil {
-		pc = &pendingCall{done: make(chan callResult, 1)}
+	pc := c.spare.Get(&c.calls)
+	if pc.done == nil {
+		pc.done = make(chan callResult, 1)
 		pc.arrived = func() bool { return len(pc.done) > 0 }
 	}
 	defer func() {
@@ -263,7 +272,7 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 		if cap(pc.buf) > 64<<10 {
 			pc.buf = nil // do not hold on to a large long call
 		}
-		c.calls.Put(pc)
+		c.spare.Put(pc, &c.calls)
 	}()
 	c.mu.Lock()
 	if c.err != nil {
@@ -272,7 +281,7 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 		return Reply{}, err
 	}
 	xid := c.nextXID()
-	c.pending[xid] = pc
+	c.pending.Put(xid, pc)
 	c.started++
 	l := c.cur
 	pc.on = l
@@ -286,6 +295,12 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 	id := h.ID()
 	m := &pc.msg
 	*m = Msg{ResultBufs: req.ResultBufs, MaxReply: req.MaxReply, ReplyBuf: req.ReplyBuf}
+	if scratch {
+		if pc.scratch == nil {
+			pc.scratch = new([nullReplySize]byte)
+		}
+		m.ReplyBuf = pc.scratch[:0]
+	}
 	hlen := h.EncodedLen()
 	m.XDR = h.Append(pc.buf[:0])
 	m.XDR = append(m.XDR, req.Args.XDR...)
@@ -379,7 +394,7 @@ func (c *Client) link(ctx context.Context, xid uint32, pc *pendingCall) (*link, 
 	for {
 		c.mu.Lock()
 		l, ready, err := c.cur, c.ready, c.err
-		if c.pending[xid] != pc {
+		if !c.pendingIs(xid, pc) {
 			// Completed (FailPending, or the Client failing) while
 			// it was between links.
 			c.mu.Unlock()
@@ -432,8 +447,8 @@ func (c *Client) waitLost(ctx context.Context, l *link) bool {
 // outcome is already on its way and is used.
 func (c *Client) giveUp(ctx context.Context, xid uint32, pc *pendingCall, id CallID, err error) (Reply, error) {
 	c.mu.Lock()
-	mine := c.pending[xid] == pc
-	delete(c.pending, xid)
+	mine := c.pendingIs(xid, pc)
+	c.pending.Delete(xid)
 	on := pc.on
 	c.mu.Unlock()
 	if !mine {
@@ -452,7 +467,7 @@ func (c *Client) giveUp(ctx context.Context, xid uint32, pc *pendingCall, id Cal
 func (c *Client) nextXID() uint32 {
 	for {
 		c.xid++
-		if _, busy := c.pending[c.xid]; !busy {
+		if _, busy := c.pending.Get(c.xid); !busy {
 			return c.xid
 		}
 	}
@@ -462,8 +477,8 @@ func (c *Client) nextXID() uint32 {
 // still there.
 func (c *Client) forget(xid uint32) bool {
 	c.mu.Lock()
-	_, ok := c.pending[xid]
-	delete(c.pending, xid)
+	_, ok := c.pending.Get(xid)
+	c.pending.Delete(xid)
 	c.mu.Unlock()
 	return ok
 }
@@ -515,7 +530,7 @@ func release(m *Msg) {
 // what it had read of a message, for whoever receives next.
 func (c *Client) receiveOwn(ctx context.Context, l *link, xid uint32, pc *pendingCall, id CallID) (Reply, error, bool) {
 	c.mu.Lock()
-	take := !l.reading && !l.ended && c.pending[xid] == pc
+	take := !l.reading && !l.ended && c.pendingIs(xid, pc)
 	if take {
 		l.reading = true
 	}
@@ -551,7 +566,7 @@ func (c *Client) receiveOwn(ctx context.Context, l *link, xid uint32, pc *pendin
 func (c *Client) passTurn(l *link) {
 	c.mu.Lock()
 	l.reading = false
-	wake := len(c.pending) > 0 || l.closing
+	wake := c.pending.Len() > 0 || l.closing
 	c.mu.Unlock()
 	if wake {
 		l.wake()
@@ -600,7 +615,7 @@ func (c *Client) directReadLoop(l *link) {
 		case l.ended:
 			c.mu.Unlock()
 			return
-		case l.reading || len(c.pending) == 0 && !l.closing:
+		case l.reading || c.pending.Len() == 0 && !l.closing:
 			c.mu.Unlock()
 			<-l.nudge
 			continue
@@ -614,7 +629,7 @@ func (c *Client) directReadLoop(l *link) {
 				return
 			}
 			c.mu.Lock()
-			keep := len(c.pending) > 0 || l.closing
+			keep := c.pending.Len() > 0 || l.closing
 			if !keep {
 				l.reading = false
 			}
@@ -645,8 +660,8 @@ func (c *Client) deliver(l *link, m *Msg, err error) bool {
 	if ce, ok := errors.AsType[*CallError](err); ok {
 		// The transport failed one call; the connection carries on.
 		c.mu.Lock()
-		pc := c.pending[ce.XID]
-		delete(c.pending, ce.XID)
+		pc, _ := c.pending.Get(ce.XID)
+		c.pending.Delete(ce.XID)
 		c.mu.Unlock()
 		if pc == nil {
 			c.stats.unknownXID.Add(1)
@@ -674,8 +689,8 @@ func (c *Client) deliver(l *link, m *Msg, err error) bool {
 		return true
 	}
 	c.mu.Lock()
-	pc := c.pending[xid]
-	delete(c.pending, xid)
+	pc, _ := c.pending.Get(xid)
+	c.pending.Delete(xid)
 	c.mu.Unlock()
 	if pc == nil {
 		c.stats.unknownXID.Add(1)
@@ -700,9 +715,9 @@ func (c *Client) lose(l *link, err error) {
 		c.ready = make(chan struct{})
 	}
 	if c.re.cfg.FailPending && c.err == nil {
-		for xid, pc := range c.pending {
+		for xid, pc := range c.pending.All() {
 			if pc.on == l {
-				delete(c.pending, xid)
+				c.pending.Delete(xid)
 				pc.done <- callResult{err: err}
 			}
 		}
@@ -719,8 +734,8 @@ func (c *Client) fail(err error) {
 		c.err = err
 		close(c.dead)
 	}
-	for xid, pc := range c.pending {
-		delete(c.pending, xid)
+	for xid, pc := range c.pending.All() {
+		c.pending.Delete(xid)
 		pc.done <- callResult{err: c.err}
 	}
 	c.mu.Unlock()
@@ -732,16 +747,12 @@ func (c *Client) fail(err error) {
 // ignores any results and returns Call's errors.
 func (c *Client) Null(ctx context.Context, prog, vers uint32) error {
 	// The results are dropped, so the reply can go in scratch memory.
-	buf := nullReplies.Get().(*[nullReplySize]byte)
-	defer nullReplies.Put(buf)
-	_, err := c.Call(ctx, &Request{Prog: prog, Vers: vers, ReplyBuf: buf[:0]})
+	_, err := c.call(ctx, &Request{Prog: prog, Vers: vers}, true)
 	return err
 }
 
 // nullReplySize is room for a NULL reply with a large verifier.
 const nullReplySize = 512
-
-var nullReplies = sync.Pool{New: func() any { return new([nullReplySize]byte) }}
 
 // Close fails every pending call with a *ConnError wrapping net.ErrClosed,
 // closes the transport and waits for the goroutines receiving from it (and
@@ -778,4 +789,10 @@ func (c *Client) Stats() ClientStats {
 		IdleCloses:  c.stats.idleCloses.Load(),
 		ShortPath:   c.stats.shortPath.Load(),
 	}
+}
+
+// pendingIs reports whether pc is the call pending as xid. c.mu is held.
+func (c *Client) pendingIs(xid uint32, pc *pendingCall) bool {
+	cur, _ := c.pending.Get(xid)
+	return cur == pc
 }

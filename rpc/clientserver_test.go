@@ -979,9 +979,9 @@ func TestXIDSkipsPending(t *testing.T) {
 	defer c.Close()
 	c.mu.Lock()
 	c.xid = 41
-	c.pending[42] = &pendingCall{}
+	c.pending.Put(42, &pendingCall{})
 	got := c.nextXID()
-	delete(c.pending, 42)
+	c.pending.Delete(42)
 	c.mu.Unlock()
 	if got != 43 {
 		t.Errorf("nextXID = %d, want 43 (42 is pending)", got)

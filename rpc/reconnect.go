@@ -237,7 +237,7 @@ func (re *reconnector) watch(l *link) (idle, ok bool) {
 func (c *Client) idleFor(now time.Time, started *uint64, busyAt *time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.pending) > 0 || c.started != *started || busyAt.IsZero() {
+	if c.pending.Len() > 0 || c.started != *started || busyAt.IsZero() {
 		*started, *busyAt = c.started, now
 		return 0
 	}
@@ -252,7 +252,7 @@ func (c *Client) idleFor(now time.Time, started *uint64, busyAt *time.Time) time
 func (c *Client) waitingOn(l *link) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, pc := range c.pending {
+	for _, pc := range c.pending.All() {
 		if pc.on == l {
 			return true
 		}

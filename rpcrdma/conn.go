@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/reuse"
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
@@ -128,6 +129,8 @@ type Conn struct {
 	push      func(*rpc.Msg, error)
 	pushEnded bool
 	callPush  func(*rpc.Msg, error)
+
+	replies reuse.Spare[replyMsg] // getReplyMsg's, in front of replyMsgs
 
 	// A responder's pump (conn_recv.go): once Push has set pumpTo, a
 	// side goroutine runs pump while the three queues above hold

@@ -270,7 +270,7 @@ func (c *Conn) ReserveReply(m *rpc.Msg) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ic := r.pending[xid]
+	ic, _ := r.pending.Get(xid)
 	if ic == nil || ic.next != nil || len(ic.writes) > 0 || ic.reply.Present || ic.res.slot != 0 {
 		return false
 	}
@@ -366,7 +366,7 @@ func (c *Conn) replyOf(in inbound) (*rpc.Msg, error) {
 	if in.err != nil {
 		return nil, &rpc.CallError{XID: in.hdr.XID, Err: in.err}
 	}
-	p := getReplyMsg()
+	p := c.getReplyMsg()
 	p.m = rpc.Msg{Body: rpc.Body{XDR: in.payload}, Release: p.put}
 	for i, wc := range in.hdr.Chunks.Writes {
 		if n := wc.Length(); n > 0 {
@@ -510,23 +510,27 @@ func (c *Conn) endPush() {
 	}
 }
 
-// replyMsg is a pooled rpc.Msg for a reply Recv returns; the rpc.Client
+// replyMsg is a recycled rpc.Msg for a reply Recv returns; the rpc.Client
 // releases it once it has the results, which alias the caller's memory
 // (or memory given up to it), never the Msg's own.
 type replyMsg struct {
 	m   rpc.Msg
+	c   *Conn  // whose spare it goes back to
 	put func() // m.Release, bound once
 }
 
-func getReplyMsg() *replyMsg {
-	p, _ := replyMsgs.Get().(*replyMsg)
-	if p == nil {
-		p = new(replyMsg)
+// getReplyMsg returns c's spare replyMsg, else a pooled one.
+func (c *Conn) getReplyMsg() *replyMsg {
+	p := c.replies.Get(&replyMsgs)
+	if p.put == nil {
 		p.put = func() {
 			p.m = rpc.Msg{} // Items went to the caller: not reused
-			replyMsgs.Put(p)
+			c := p.c
+			p.c = nil
+			c.replies.Put(p, &replyMsgs)
 		}
 	}
+	p.c = c
 	return p
 }
 

@@ -151,7 +151,7 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string) (*Conn, error) {
 	c := newConn(l.cfg, true)
 	c.ln, c.mem = l, newBudget(l.cfg.Bounds.connMemory())
-	c.resp = &responder{c: c, pending: make(map[uint32]*inCall), done: make(map[uint32]*readReply)}
+	c.resp = &responder{c: c, done: make(map[uint32]*readReply)}
 	c.role = c.resp
 	grantMax := c.cfg.Grant.Grant(^uint32(0))
 	back := int(c.cfg.BackwardCredits)

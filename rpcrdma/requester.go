@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/reuse"
+	"github.com/go-rpcrdma/rpcrdma/internal/xidmap"
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
@@ -52,7 +54,9 @@ type requester struct {
 	settled atomic.Bool   // a reply other than ERR_VERS has arrived
 
 	mu    sync.Mutex
-	calls map[uint32]*outCall
+	calls xidmap.Map[*outCall]
+
+	spare reuse.Spare[outCall] // newOutCall's, in front of outCalls
 }
 
 // outCall is a call between its Send and its reply.
@@ -73,7 +77,7 @@ type outCall struct {
 }
 
 func newRequester(c *Conn) *requester {
-	r := &requester{c: c, credits: newCreditWindow(c.cfg.credits()), calls: make(map[uint32]*outCall)}
+	r := &requester{c: c, credits: newCreditWindow(c.cfg.credits())}
 	r.vers.Store(uint32(c.versions[len(c.versions)-1]))
 	return r
 }
@@ -84,16 +88,21 @@ func (r *requester) version() wire.Version { return wire.Version(r.vers.Load()) 
 // delivered its reply (or its error), or Send has failed.
 var outCalls = sync.Pool{New: func() any { return new(outCall) }}
 
-// newOutCall returns a pooled outCall for the call xid carried by m. Its
-// slices start empty; mrs keeps its capacity (releaseAll is done with it
-// before the outCall is put back), writeBufs does not (Recv reads the
-// delivered slice after that).
-func newOutCall(xid uint32, m *rpc.Msg) *outCall {
-	oc := outCalls.Get().(*outCall)
+// newOutCall returns a recycled outCall for the call xid carried by m:
+// the requester's spare, else a pooled one. Its slices start empty; mrs
+// keeps its capacity (releaseAll is done with it before the outCall is
+// put back), writeBufs does not (Recv reads the delivered slice after
+// that).
+func (r *requester) newOutCall(xid uint32, m *rpc.Msg) *outCall {
+	oc := r.spare.Get(&outCalls)
 	mrs := oc.mrs[:0]
 	*oc = outCall{xid: xid, msg: *m, mrs: mrs}
 	return oc
 }
+
+// putOutCall recycles oc, which is unreachable: finish has delivered its
+// reply (or its error), or its Send has failed.
+func (r *requester) putOutCall(oc *outCall) { r.spare.Put(oc, &outCalls) }
 
 // sendRPC sends the call m (Conn.Send on a requester): it waits for a
 // credit, respecting ctx, and returns once the Send is posted.
@@ -115,9 +124,9 @@ func (r *requester) sendRPC(ctx context.Context, m *rpc.Msg) error {
 // failure nothing of the call stays registered or recorded; the caller
 // keeps the credit.
 func (r *requester) sendCall(ctx context.Context, m *rpc.Msg) error {
-	oc := newOutCall(binary.BigEndian.Uint32(m.XDR), m)
+	oc := r.newOutCall(binary.BigEndian.Uint32(m.XDR), m)
 	if err := r.send(ctx, oc, r.version()); err != nil {
-		outCalls.Put(oc)
+		r.putOutCall(oc)
 		return err
 	}
 	return nil
@@ -134,17 +143,17 @@ func (r *requester) send(ctx context.Context, oc *outCall, v wire.Version) error
 		return err
 	}
 	r.mu.Lock()
-	if _, dup := r.calls[oc.xid]; dup {
+	if _, dup := r.calls.Get(oc.xid); dup {
 		r.mu.Unlock()
 		c.releaseAll(oc.mrs)
 		return fmt.Errorf("rpcrdma: call 0x%x already outstanding", oc.xid)
 	}
-	r.calls[oc.xid] = oc
+	r.calls.Put(oc.xid, oc)
 	r.mu.Unlock()
 	err = c.sendMsg(ctx, hdr, pieces, 0, false)
 	if err != nil {
 		r.mu.Lock()
-		delete(r.calls, oc.xid)
+		r.calls.Delete(oc.xid)
 		r.mu.Unlock()
 		c.releaseAll(oc.mrs)
 		return err
@@ -339,12 +348,12 @@ func (r *requester) fallback(h *wire.Header) bool {
 		return false
 	}
 	r.mu.Lock()
-	oc := r.calls[h.XID]
+	oc, _ := r.calls.Get(h.XID)
 	if oc == nil || oc.cancelled || oc.vers == wire.Version1 {
 		r.mu.Unlock()
 		return false
 	}
-	delete(r.calls, h.XID)
+	r.calls.Delete(h.XID)
 	r.mu.Unlock()
 	r.vers.Store(uint32(wire.Version1))
 	c.stats.add(statVersionFallback, 1)
@@ -356,7 +365,7 @@ func (r *requester) fallback(h *wire.Header) bool {
 		if err := r.send(c.ctx, oc, wire.Version1); err != nil {
 			r.credits.release()
 			c.deliver(inbound{hdr: wire.Header{XID: oc.xid}, err: err})
-			outCalls.Put(oc)
+			r.putOutCall(oc)
 		}
 	})
 	return true
@@ -399,8 +408,8 @@ func (r *requester) pullReply(in *inbound) {
 func (r *requester) finish(xid uint32, in *inbound, err error) {
 	c := r.c
 	r.mu.Lock()
-	oc := r.calls[xid]
-	delete(r.calls, xid)
+	oc, _ := r.calls.Get(xid)
+	r.calls.Delete(xid)
 	r.mu.Unlock()
 	if oc == nil {
 		c.drop(DropUnmatchedReply, xid)
@@ -416,7 +425,7 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 	// deregistered.
 	c.releaseAll(oc.mrs)
 	r.credits.release()
-	defer outCalls.Put(oc)
+	defer r.putOutCall(oc)
 	c.stopTimer(oc.abandon)
 	if oc.cancelled {
 		c.drop(DropCancelledReply, xid)
@@ -500,7 +509,7 @@ func (r *requester) checkReply(oc *outCall, in *inbound) error {
 func (r *requester) cancel(xid uint32) {
 	c := r.c
 	r.mu.Lock()
-	oc := r.calls[xid]
+	oc, _ := r.calls.Get(xid)
 	var mrs []rdma.MR
 	if oc != nil && !oc.cancelled {
 		oc.cancelled = true
@@ -518,7 +527,8 @@ func (r *requester) cancel(xid uint32) {
 // every credit is lost so, the connection.
 func (r *requester) abandoned(xid uint32, oc *outCall, d time.Duration) {
 	r.mu.Lock()
-	waiting := r.calls[xid] == oc
+	cur, _ := r.calls.Get(xid)
+	waiting := cur == oc
 	r.mu.Unlock()
 	if !waiting {
 		return
@@ -531,15 +541,18 @@ func (r *requester) abandoned(xid uint32, oc *outCall, d time.Duration) {
 func (r *requester) outstanding() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.calls)
+	return r.calls.Len()
 }
 
 // closeAll forgets every outstanding call when the connection ends.
 func (r *requester) closeAll(err error) {
 	r.credits.close(err)
 	r.mu.Lock()
-	calls := r.calls
-	r.calls = map[uint32]*outCall{}
+	var calls []*outCall
+	for _, oc := range r.calls.All() {
+		calls = append(calls, oc)
+	}
+	r.calls.Clear()
 	r.mu.Unlock()
 	for _, oc := range calls {
 		r.c.stopTimer(oc.abandon)

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/reuse"
+	"github.com/go-rpcrdma/rpcrdma/internal/xidmap"
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
@@ -50,9 +52,10 @@ type responder struct {
 	grant atomic.Uint32
 
 	mu       sync.Mutex
-	pending  map[uint32]*inCall    // calls received and not yet answered, chained by next for a repeated xid
+	pending  xidmap.Map[*inCall]   // calls received and not yet answered, chained by next for a repeated xid
 	npending int                   // calls in pending
 	done     map[uint32]*readReply // read-chunk replies awaiting RDMA_DONE
+	spareMsg reuse.Spare[inMsg]    // newInMsg's, in front of inMsgs
 	// With a shared pool (pool.go): the most calls unanswered at once
 	// since reviewed, when the grant was last reviewed; a grant lowered
 	// from, which the requester may still act on until reclaim runs (0:
@@ -108,11 +111,11 @@ type inMsg struct {
 
 var inMsgs sync.Pool
 
-// newInMsg returns a pooled inMsg holding a copy of payload.
+// newInMsg returns a recycled inMsg (the responder's spare, else a
+// pooled one) holding a copy of payload.
 func (r *responder) newInMsg(payload []byte) *inMsg {
-	im, _ := inMsgs.Get().(*inMsg)
-	if im == nil {
-		im = new(inMsg)
+	im := r.spareMsg.Get(&inMsgs)
+	if im.release == nil {
 		im.release = im.free
 	}
 	im.r = r
@@ -140,19 +143,19 @@ func (im *inMsg) free() {
 		im.payload = nil // do not pin a large buffer
 	}
 	*im = inMsg{payload: im.payload[:0], bufs: im.bufs[:0], msg: rpc.Msg{Body: rpc.Body{Items: im.msg.Items[:0]}}, release: im.release}
-	inMsgs.Put(im)
+	r.spareMsg.Put(im, &inMsgs)
 }
 
 // unpend removes ic from the pending table, if it is there. r.mu is held.
 func (r *responder) unpend(ic *inCall) {
-	first := r.pending[ic.xid]
+	first, _ := r.pending.Get(ic.xid)
 	switch {
 	case first == nil:
 	case first == ic:
 		if ic.next != nil {
-			r.pending[ic.xid] = ic.next
+			r.pending.Put(ic.xid, ic.next)
 		} else {
-			delete(r.pending, ic.xid)
+			r.pending.Delete(ic.xid)
 		}
 		r.npending--
 	default:
@@ -439,14 +442,14 @@ func (r *responder) finishCall(pc pulledCall) (*rpc.Msg, error) {
 // addPending records ic as received and not yet answered.
 func (r *responder) addPending(ic *inCall) {
 	r.mu.Lock()
-	if first := r.pending[ic.xid]; first != nil {
+	if first, _ := r.pending.Get(ic.xid); first != nil {
 		last := first
 		for last.next != nil {
 			last = last.next
 		}
 		last.next = ic
 	} else {
-		r.pending[ic.xid] = ic
+		r.pending.Put(ic.xid, ic)
 	}
 	r.npending++
 	r.peak = max(r.peak, r.npending)
@@ -512,7 +515,7 @@ func (r *responder) sendReply(ctx context.Context, m *rpc.Msg) error {
 		return fmt.Errorf("rpcrdma: reply of %d bytes has no RPC header", len(m.XDR))
 	}
 	r.mu.Lock()
-	ic := r.pending[xid]
+	ic, _ := r.pending.Get(xid)
 	if ic != nil {
 		r.unpend(ic)
 	}
