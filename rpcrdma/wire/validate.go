@@ -149,6 +149,14 @@ func (h *Header) Validate(dir Direction, lim Limits) error {
 // set; the caller fills in the rest.
 func (h *Header) validateChunks(dir Direction, lim Limits) *HeaderError {
 	c := &h.Chunks
+	if len(c.Reads) == 0 && len(c.Writes) == 0 && !c.Reply.Present {
+		// Most messages offer no chunk; of the rules below only an
+		// RDMA_NOMSG's need of one applies then.
+		if h.Proc == RDMA_NOMSG {
+			return &HeaderError{Rule: RuleNoMsgBody}
+		}
+		return nil
+	}
 
 	segs, chunks := len(c.Reads), len(c.Writes)
 	for i := range c.Reads {
