@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"runtime/debug"
 	"slices"
@@ -225,10 +226,8 @@ type Server struct {
 	stream      *StreamOptions
 	log         *slog.Logger
 
-	hmu      sync.RWMutex
-	handlers map[progVers]map[uint32]Handler
-	ranges   map[uint32][2]uint32 // prog -> lowest and highest registered version
-	short    map[procKey]bool     // procedures registered with HandleShort
+	hmu   sync.Mutex                // serializes Handle and HandleShort
+	procs atomic.Pointer[procTable] // what they have registered
 	// inlineOK is set when nothing but a handler can make a call wait:
 	// DefaultAuth and no reply cache (whose replays may wait for a first
 	// copy). Only then are short handlers run inline.
@@ -257,8 +256,6 @@ func NewServer(o *ServerOptions) *Server {
 		maxInFlight: opts.MaxInFlight,
 		stream:      opts.Stream,
 		log:         opts.Logger,
-		handlers:    make(map[progVers]map[uint32]Handler),
-		ranges:      make(map[uint32][2]uint32),
 		conns:       make(map[*serverConn]struct{}),
 		listeners:   make(map[io.Closer]struct{}),
 		idle:        make(chan struct{}),
@@ -267,7 +264,11 @@ func NewServer(o *ServerOptions) *Server {
 		s.auth = DefaultAuth
 		s.inlineOK = opts.ReplyCache <= 0
 	}
-	s.short = make(map[procKey]bool)
+	s.procs.Store(&procTable{
+		procs:    map[procKey]procEntry{},
+		ranges:   map[uint32][2]uint32{},
+		versions: map[progVers]bool{},
+	})
 	if s.maxInFlight <= 0 {
 		s.maxInFlight = DefaultMaxInFlight
 	}
@@ -292,19 +293,42 @@ func (s *Server) Handle(prog, vers, proc uint32, h Handler) {
 	if h == nil {
 		panic("rpc: nil handler")
 	}
+	s.register(prog, vers, proc, h, false)
+}
+
+// register is Handle, and with short HandleShort.
+func (s *Server) register(prog, vers, proc uint32, h Handler, short bool) {
 	s.hmu.Lock()
 	defer s.hmu.Unlock()
-	k := progVers{prog, vers}
-	if s.handlers[k] == nil {
-		s.handlers[k] = make(map[uint32]Handler)
+	old := s.procs.Load()
+	t := &procTable{
+		procs:    maps.Clone(old.procs),
+		ranges:   maps.Clone(old.ranges),
+		versions: maps.Clone(old.versions),
 	}
-	s.handlers[k][proc] = h
-	delete(s.short, procKey{prog, vers, proc})
-	r, ok := s.ranges[prog]
+	t.procs[procKey{prog, vers, proc}] = procEntry{h: h, short: short}
+	t.versions[progVers{prog, vers}] = true
+	r, ok := t.ranges[prog]
 	if !ok {
 		r = [2]uint32{vers, vers}
 	}
-	s.ranges[prog] = [2]uint32{min(r[0], vers), max(r[1], vers)}
+	t.ranges[prog] = [2]uint32{min(r[0], vers), max(r[1], vers)}
+	s.procs.Store(t)
+}
+
+// procTable is what Handle and HandleShort have registered. Each
+// registration copies it and replaces it whole, so that dispatching a call
+// reads it with an atomic load and a map lookup, taking no lock:
+// registrations are few, calls many.
+type procTable struct {
+	procs    map[procKey]procEntry
+	ranges   map[uint32][2]uint32 // prog -> lowest and highest registered version
+	versions map[progVers]bool    // versions with a handler
+}
+
+type procEntry struct {
+	h     Handler
+	short bool // registered with HandleShort
 }
 
 // procKey names one procedure.
@@ -321,10 +345,10 @@ type procKey struct{ prog, vers, proc uint32 }
 // of a registered version, errors) count as short. A later Handle for
 // the procedure makes it an ordinary one again.
 func (s *Server) HandleShort(prog, vers, proc uint32, h Handler) {
-	s.Handle(prog, vers, proc, h)
-	s.hmu.Lock()
-	s.short[procKey{prog, vers, proc}] = true
-	s.hmu.Unlock()
+	if h == nil {
+		panic("rpc: nil handler")
+	}
+	s.register(prog, vers, proc, h, true)
 }
 
 // isShort reports whether the call in b may run inline: the Server
@@ -340,30 +364,23 @@ func (s *Server) isShort(b []byte) bool {
 		return true
 	}
 	k := procKey{binary.BigEndian.Uint32(b[12:]), binary.BigEndian.Uint32(b[16:]), binary.BigEndian.Uint32(b[20:])}
-	s.hmu.RLock()
-	defer s.hmu.RUnlock()
-	if s.short[k] {
-		return true
-	}
-	_, ok := s.handlers[progVers{k.prog, k.vers}][k.proc]
-	return !ok
+	e, ok := s.procs.Load().procs[k]
+	return !ok || e.short
 }
 
 // lookup finds the handler of a call, or the accept_stat (and version
 // range) to answer when there is none.
 func (s *Server) lookup(h *CallHeader) (Handler, AcceptStat, uint32, uint32) {
-	s.hmu.RLock()
-	defer s.hmu.RUnlock()
-	r, ok := s.ranges[h.Prog]
+	t := s.procs.Load()
+	if e, ok := t.procs[procKey{h.Prog, h.Vers, h.Proc}]; ok {
+		return e.h, Success, 0, 0
+	}
+	r, ok := t.ranges[h.Prog]
 	if !ok {
 		return nil, ProgUnavail, 0, 0
 	}
-	procs, ok := s.handlers[progVers{h.Prog, h.Vers}]
-	if !ok {
+	if !t.versions[progVers{h.Prog, h.Vers}] {
 		return nil, ProgMismatch, r[0], r[1]
-	}
-	if hd, ok := procs[h.Proc]; ok {
-		return hd, Success, 0, 0
 	}
 	if h.Proc == 0 {
 		return nullProc, Success, 0, 0
