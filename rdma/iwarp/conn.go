@@ -36,7 +36,6 @@ package iwarp
 // it writes payload into registered memory (see mem.go).
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -91,7 +90,7 @@ type Conn struct {
 	nc        net.Conn
 	raw       net.Conn     // nc before any test wrapper, for socket ioctls
 	cr        *countReader // what br reads from
-	br        *bufio.Reader
+	br        *rxBuf
 	local     net.Addr
 	remote    net.Addr
 	peerPD    []byte
@@ -168,7 +167,7 @@ var (
 type connParams struct {
 	nc, raw   net.Conn
 	cr        *countReader
-	br        *bufio.Reader
+	br        *rxBuf
 	mulpdu    int
 	s         settings
 	crc       bool

@@ -1,7 +1,6 @@
 package iwarp
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"io"
@@ -45,7 +44,7 @@ func FuzzReceive(f *testing.F) {
 		defer theirs.Close()
 		go io.Copy(io.Discard, theirs)
 		cr := &countReader{r: ours}
-		c := newConn(p, connParams{nc: ours, raw: ours, cr: cr, br: bufio.NewReaderSize(cr, readBufSize),
+		c := newConn(p, connParams{nc: ours, raw: ours, cr: cr, br: newRxBuf(cr, readBufSize),
 			mulpdu: 1000, s: settings{sq: 4, rq: 4, ird: 2, ord: 2}, crc: crc})
 		m, err := c.Alloc(64, rdma.AccessRemoteWrite|rdma.AccessRemoteRead|rdma.AccessLocalWrite)
 		if err != nil {

@@ -49,7 +49,6 @@ package iwarp
 //	               private data, then close.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -67,7 +66,7 @@ import (
 
 // readFrame reads one MPA Request or Reply from br, PD_Length at most
 // maxPD, and returns it with its private data copied.
-func readFrame(br *bufio.Reader, maxPD int) (mpa.Frame, error) {
+func readFrame(br *rxBuf, maxPD int) (mpa.Frame, error) {
 	hdr, err := br.Peek(mpa.FrameHeaderLen)
 	if err != nil {
 		return mpa.Frame{}, streamErr(hdr, err)
@@ -155,7 +154,7 @@ func (p *Provider) initiate(ctx context.Context, raw net.Conn, s settings, pd []
 		return nil, p.handshakeErr(ctx, "write MPA Request", err)
 	}
 	cr := &countReader{r: nc}
-	br := bufio.NewReaderSize(cr, readBufSize)
+	br := newRxBuf(cr, readBufSize)
 	if err := awaitKey(br); err != nil {
 		if errors.Is(err, ErrNotMPA) {
 			// As siw answers a Reply with a wrong key.
@@ -226,7 +225,7 @@ var ErrNotMPA = errors.New("the peer does not speak MPA (not an RDMA server?)")
 // there, so that a peer speaking another protocol is told from its first
 // bytes rather than after HandshakeTimeout. A Request key is let through
 // for checkReply to name.
-func awaitKey(br *bufio.Reader) error {
+func awaitKey(br *rxBuf) error {
 	for n := 1; n <= mpa.KeyLen; n++ {
 		b, err := br.Peek(n)
 		for i := range b {
@@ -436,7 +435,7 @@ func (l *Listener) respond(raw net.Conn) (*ConnRequest, error) {
 	}
 	nc.SetDeadline(time.Now().Add(p.opts.HandshakeTimeout))
 	cr := &countReader{r: nc}
-	br := bufio.NewReaderSize(cr, readBufSize)
+	br := newRxBuf(cr, readBufSize)
 	r := &ConnRequest{l: l, nc: nc, raw: raw, cr: cr, br: br, mulpdu: mulpdu}
 	hdr, err := br.Peek(mpa.FrameHeaderLen)
 	if err != nil {
@@ -496,7 +495,7 @@ type ConnRequest struct {
 	nc     net.Conn
 	raw    net.Conn
 	cr     *countReader
-	br     *bufio.Reader
+	br     *rxBuf
 	mulpdu int
 	req    mpa.Frame
 

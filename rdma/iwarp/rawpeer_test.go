@@ -1,7 +1,6 @@
 package iwarp
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -23,7 +22,7 @@ const rawTimeout = 5 * time.Second
 type rawPeer struct {
 	t   testing.TB
 	nc  net.Conn
-	br  *bufio.Reader
+	br  *rxBuf
 	crc bool
 	msn [3]uint32 // last MSN sent per QN
 }
@@ -31,7 +30,7 @@ type rawPeer struct {
 func newRawPeer(t testing.TB, nc net.Conn) *rawPeer {
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(rawTimeout))
-	return &rawPeer{t: t, nc: nc, br: bufio.NewReader(nc)}
+	return &rawPeer{t: t, nc: nc, br: newRxBuf(nc, 4096)}
 }
 
 // rawDial connects a raw initiator to addr.
