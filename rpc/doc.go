@@ -80,7 +80,10 @@
 //     Client sends again on a new connection. A caller whose context ends
 //     while it receives is interrupted by a read deadline; the transport
 //     keeps what it had read of a record, for whoever receives next.
-//     ClientStats.ShortPath counts these calls.
+//     A reply delivered before its caller waits for it, as on the short
+//     path, where the caller's own goroutine delivers it, is left in the
+//     call itself; only a caller that waits is sent its outcome on a
+//     channel. ClientStats.ShortPath counts these calls.
 //   - Server: a call to a procedure registered with HandleShort (its
 //     handler returns promptly), arriving when no other call runs on its
 //     connection and with no next call read behind it, runs on the
