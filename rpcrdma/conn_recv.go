@@ -524,8 +524,11 @@ func (c *Conn) getReplyMsg() *replyMsg {
 	p := c.replies.Get(&replyMsgs)
 	if p.put == nil {
 		p.put = func() {
-			p.m = rpc.Msg{} // Items went to the caller: not reused
 			c := p.c
+			if c == nil {
+				return // released already
+			}
+			p.m = rpc.Msg{} // Items went to the caller: not reused
 			p.c = nil
 			c.replies.Put(p, &replyMsgs)
 		}
