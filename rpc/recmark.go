@@ -25,6 +25,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/internal/reuse"
 )
 
 const (
@@ -236,8 +238,9 @@ type RecordWriter struct {
 	// Per-record state, reused.
 	hdrs   []byte
 	bufs   net.Buffers
-	remain int // bytes of the record not yet covered by a fragment header
-	left   int // bytes left in the current fragment
+	out    net.Buffers // bufs while WriteTo consumes it: a local would escape, one allocation a record
+	remain int         // bytes of the record not yet covered by a fragment header
+	left   int         // bytes left in the current fragment
 	zeros  [4]byte
 }
 
@@ -276,8 +279,9 @@ func (rw *RecordWriter) WriteRecord(b *Body) (int64, error) {
 		rw.header() // an empty record is one empty last fragment
 	}
 
-	bufs := rw.bufs
-	n, err := bufs.WriteTo(rw.w)
+	rw.out = rw.bufs
+	n, err := rw.out.WriteTo(rw.w)
+	rw.out = nil
 	clear(rw.bufs[:cap(rw.bufs)]) // drop references to the caller's memory
 	return n, err
 }
@@ -350,6 +354,10 @@ type StreamTransport struct {
 	// does.
 	interrupt   func()
 	interrupted chan struct{}
+	// msgs holds a received Msg its receiver has released, for the next
+	// RecvContext: a Msg, not its memory, which the receiver may keep
+	// (Msg.Release).
+	msgs reuse.Spare[recvMsg]
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -442,8 +450,9 @@ func (t *StreamTransport) Send(ctx context.Context, m *Msg) error {
 }
 
 // Recv reads the next record and returns it as a Msg with everything inline;
-// the Msg and its memory belong to the caller. Only one goroutine may call
-// Recv or RecvContext at a time.
+// the Msg's memory belongs to the caller, and Msg.Release gives the Msg
+// itself back for reuse (not the memory). Only one goroutine may call Recv
+// or RecvContext at a time.
 //
 // Every error is a *ConnError and is returned again by later calls: the peer
 // closed (io.EOF), the transport was closed (net.ErrClosed), the record was
@@ -486,8 +495,30 @@ func (t *StreamTransport) RecvContext(ctx context.Context) (*Msg, error) {
 		t.recvErr = &ConnError{Err: err}
 		return nil, t.recvErr
 	}
-	return &Msg{Body: Body{XDR: buf}}, nil
+	rm := t.msgs.Get(&recvMsgs)
+	if rm.release == nil {
+		rm.release = func() {
+			t := rm.t
+			if t == nil {
+				return // released already
+			}
+			rm.t, rm.m = nil, Msg{}
+			t.msgs.Put(rm, &recvMsgs)
+		}
+	}
+	rm.t = t
+	rm.m = Msg{Body: Body{XDR: buf}, Release: rm.release}
+	return &rm.m, nil
 }
+
+// recvMsg is a Msg RecvContext returns, recycled once released.
+type recvMsg struct {
+	m       Msg
+	t       *StreamTransport // whose spare it goes back to; nil once released
+	release func()           // m.Release, bound once
+}
+
+var recvMsgs sync.Pool
 
 // more reports whether bytes of a next message have already been read
 // from the connection. Only the goroutine receiving may call it.
