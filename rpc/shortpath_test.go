@@ -69,10 +69,15 @@ func TestShortPathSwitching(t *testing.T) {
 		t.Errorf("%d of %d calls took the short path, want at least the 600 made one at a time and not all", cs.ShortPath, total)
 	}
 	// The server runs a short call inline when nothing else runs and no
-	// next call has arrived behind it: every call made one at a time,
-	// and not all of those made eight at a time.
-	if ss.Inline < 600 || ss.Inline >= total {
-		t.Errorf("the server ran %d of %d short calls inline, want at least the 600 made one at a time and not all", ss.Inline, total)
+	// next call has arrived behind it: the calls made one at a time, and
+	// not all of those made eight at a time. Not every call made one at a
+	// time: a worker that has sent its reply may not yet have counted
+	// itself out when the next call arrives, which then goes to a worker
+	// too; on a loaded machine (CI runs packages side by side) a tenth of
+	// them did. Half is far more than chance and still fails if the short
+	// path is never taken.
+	if ss.Inline < 300 || ss.Inline >= total {
+		t.Errorf("the server ran %d of %d short calls inline, want at least half the 600 made one at a time and not all", ss.Inline, total)
 	}
 }
 
