@@ -513,8 +513,8 @@ func (c *Client) waitLost(ctx context.Context, l *link) bool {
 // outcome is already on its way and is used.
 func (c *Client) giveUp(ctx context.Context, xid uint32, pc *pendingCall, id CallID, err error) (Reply, error) {
 	c.mu.Lock()
-	mine := c.pendingIs(xid, pc)
-	c.pending.Delete(xid)
+	cur, _ := c.pending.Take(xid)
+	mine := cur == pc
 	on := pc.on
 	c.mu.Unlock()
 	if !mine {
@@ -543,8 +543,7 @@ func (c *Client) nextXID() uint32 {
 // still there.
 func (c *Client) forget(xid uint32) bool {
 	c.mu.Lock()
-	_, ok := c.pending.Get(xid)
-	c.pending.Delete(xid)
+	_, ok := c.pending.Take(xid)
 	c.mu.Unlock()
 	return ok
 }
@@ -724,8 +723,7 @@ func (c *Client) deliver(l *link, m *Msg, err error) bool {
 	if ce, ok := errors.AsType[*CallError](err); ok {
 		// The transport failed one call; the connection carries on.
 		c.mu.Lock()
-		pc, _ := c.pending.Get(ce.XID)
-		c.pending.Delete(ce.XID)
+		pc, _ := c.pending.Take(ce.XID)
 		c.mu.Unlock()
 		if pc == nil {
 			c.stats.unknownXID.Add(1)
@@ -753,8 +751,7 @@ func (c *Client) deliver(l *link, m *Msg, err error) bool {
 		return true
 	}
 	c.mu.Lock()
-	pc, _ := c.pending.Get(xid)
-	c.pending.Delete(xid)
+	pc, _ := c.pending.Take(xid)
 	c.mu.Unlock()
 	if pc == nil {
 		c.stats.unknownXID.Add(1)

@@ -408,8 +408,7 @@ func (r *requester) pullReply(in *inbound) {
 func (r *requester) finish(xid uint32, in *inbound, err error) {
 	c := r.c
 	r.mu.Lock()
-	oc, _ := r.calls.Get(xid)
-	r.calls.Delete(xid)
+	oc, _ := r.calls.Take(xid)
 	r.mu.Unlock()
 	if oc == nil {
 		c.drop(DropUnmatchedReply, xid)

@@ -58,6 +58,22 @@ func (t *Map[V]) Delete(xid uint32) {
 	}
 }
 
+// Take removes xid's entry, if any, and returns its value and whether
+// there was one.
+func (t *Map[V]) Take(xid uint32) (V, bool) {
+	if t.has && t.key == xid {
+		v := t.val
+		var zero V
+		t.val, t.has = zero, false
+		return v, true
+	}
+	v, ok := t.m[xid]
+	if ok {
+		delete(t.m, xid)
+	}
+	return v, ok
+}
+
 // Len returns the number of entries.
 func (t *Map[V]) Len() int {
 	n := len(t.m)

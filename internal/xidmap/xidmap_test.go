@@ -18,8 +18,14 @@ func TestAgainstMap(t *testing.T) {
 		case op < 4:
 			m.Put(xid, i)
 			want[xid] = i
-		case op < 7:
+		case op < 6:
 			m.Delete(xid)
+			delete(want, xid)
+		case op < 7:
+			v, ok := m.Take(xid)
+			if w, wok := want[xid]; v != w || ok != wok {
+				t.Fatalf("step %d: Take(%d) = %d, %v; want %d, %v", i, xid, v, ok, w, wok)
+			}
 			delete(want, xid)
 		case op < 8 && i%97 == 0:
 			m.Clear()
