@@ -761,15 +761,6 @@ func TestCustomAuth(t *testing.T) {
 	}
 }
 
-func TestHandleNil(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Error("Handle(nil) did not panic")
-		}
-	}()
-	NewServer(nil).Handle(1, 1, 1, nil)
-}
-
 func TestErrorMatching(t *testing.T) {
 	id := CallID{XID: 0x1a2b, Prog: 100003, Vers: 3, Proc: 6}
 	ae := &AcceptError{Call: id, Stat: ProgMismatch, Low: 2, High: 4}

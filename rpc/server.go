@@ -290,14 +290,14 @@ func NewServer(o *ServerOptions) *Server {
 // registered for it. Handle may be called while serving. It panics if h is
 // nil.
 func (s *Server) Handle(prog, vers, proc uint32, h Handler) {
-	if h == nil {
-		panic("rpc: nil handler")
-	}
 	s.register(prog, vers, proc, h, false)
 }
 
 // register is Handle, and with short HandleShort.
 func (s *Server) register(prog, vers, proc uint32, h Handler, short bool) {
+	if h == nil {
+		panic("rpc: nil handler")
+	}
 	s.hmu.Lock()
 	defer s.hmu.Unlock()
 	old := s.procs.Load()
@@ -345,9 +345,6 @@ type procKey struct{ prog, vers, proc uint32 }
 // of a registered version, errors) count as short. A later Handle for
 // the procedure makes it an ordinary one again.
 func (s *Server) HandleShort(prog, vers, proc uint32, h Handler) {
-	if h == nil {
-		panic("rpc: nil handler")
-	}
 	s.register(prog, vers, proc, h, true)
 }
 

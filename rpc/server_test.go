@@ -268,3 +268,25 @@ func TestAfterReply(t *testing.T) {
 		t.Errorf("AfterReply called more than once per call")
 	}
 }
+
+// TestHandleNil: registering a nil handler panics, with Handle and with
+// HandleShort, and leaves the procedure unregistered.
+func TestHandleNil(t *testing.T) {
+	s := NewServer(nil)
+	for name, reg := range map[string]func(){
+		"Handle":      func() { s.Handle(1, 1, 1, nil) },
+		"HandleShort": func() { s.HandleShort(1, 1, 1, nil) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s(nil) did not panic", name)
+				}
+			}()
+			reg()
+		}()
+	}
+	if h, stat, _, _ := s.lookup(&CallHeader{Prog: 1, Vers: 1, Proc: 1}); h != nil || stat != ProgUnavail {
+		t.Errorf("after the panics: handler %v, %v; want none, PROG_UNAVAIL", h != nil, stat)
+	}
+}
