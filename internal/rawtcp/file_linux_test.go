@@ -36,30 +36,14 @@ import (
 func BenchmarkSendFromFile(b *testing.B) {
 	const seg = 64 << 10
 	f, pattern := tmpfsFile(b)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	c := servedConn(b, func(c net.Conn) {
 		buf := make([]byte, mib)
 		for {
 			if _, err := c.Read(buf); err != nil {
 				return
 			}
 		}
-	}()
-	nc, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	c := nc.(*net.TCPConn)
+	})
 	rc, err := c.SyscallConn()
 	if err != nil {
 		b.Fatal(err)
@@ -154,6 +138,30 @@ const mib, span = 1 << 20, 64
 // tmpfsFile returns a file of span MiB on tmpfs (/dev/shm), removed when
 // b ends, each MiB of it written from the returned 1 MiB pattern; it
 // skips b where there is no /dev/shm.
+// servedConn returns a loopback TCP connection whose other end serve
+// runs on, until the benchmark ends and closes both.
+func servedConn(b *testing.B, serve func(net.Conn)) *net.TCPConn {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		serve(c)
+	}()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn)
+}
+
 func tmpfsFile(b *testing.B) (*os.File, []byte) {
 	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
 		b.Skip("no /dev/shm (tmpfs) to keep the file in")
@@ -194,28 +202,13 @@ func threadCPU() time.Duration {
 // of the throughput and triples the receiver's CPU.
 func BenchmarkReceiveToFile(b *testing.B) {
 	f, pattern := tmpfsFile(b)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	c := servedConn(b, func(c net.Conn) {
 		for {
 			if _, err := c.Write(pattern); err != nil {
 				return
 			}
 		}
-	}()
-	c, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	})
 	buf := make([]byte, mib)
 	for _, mode := range []string{"discard", "file"} {
 		b.Run(mode, func(b *testing.B) {
