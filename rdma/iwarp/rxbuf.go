@@ -127,9 +127,6 @@ func (b *rxBuf) Read(p []byte) (int, error) {
 			panic("iwarp: stream returned a negative count")
 		}
 		if n == 0 {
-			if err == nil {
-				return 0, nil
-			}
 			return 0, err
 		}
 		b.w, b.err = n, err
