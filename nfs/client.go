@@ -33,7 +33,7 @@ type Error struct {
 	Stat nfs3.Stat
 }
 
-func (e *Error) Error() string { return "nfs: " + e.Proc.String() + ": " + e.Stat.String() }
+func (e *Error) Error() string { return "nfs: " + e.Proc.String() + ": " + e.Stat.Describe() }
 
 // Unwrap returns the status.
 func (e *Error) Unwrap() error { return e.Stat }

@@ -247,13 +247,13 @@ func (l *LocalFS) Setattr(ctx context.Context, ino uint64, a *nfs3.SetAttr) (nfs
 		case nfs3.SetToServerTime:
 			at = now
 		case nfs3.SetToClientTime:
-			at = time.Unix(int64(a.Atime.Seconds), int64(a.Atime.Nseconds))
+			at = a.Atime.Time()
 		}
 		switch a.SetMtime {
 		case nfs3.SetToServerTime:
 			mt = now
 		case nfs3.SetToClientTime:
-			mt = time.Unix(int64(a.Mtime.Seconds), int64(a.Mtime.Nseconds))
+			mt = a.Mtime.Time()
 		}
 		if err := l.root.Chtimes(p, at, mt); err != nil {
 			return nfs3.Attr{}, err

@@ -2,6 +2,7 @@ package nfs3
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
@@ -55,6 +56,15 @@ func decodeFH(d *rpc.BodyDecoder) FileHandle { return FileHandle(d.Opaque(FHSize
 type Time struct {
 	Seconds, Nseconds uint32
 }
+
+// TimeOf returns t as an nfstime3 (RFC 1813 Section 2.6): seconds since
+// 1970 in 32 bits, and nanoseconds.
+func TimeOf(t time.Time) Time {
+	return Time{Seconds: uint32(t.Unix()), Nseconds: uint32(t.Nanosecond())}
+}
+
+// Time returns t as a time.Time in the local zone.
+func (t Time) Time() time.Time { return time.Unix(int64(t.Seconds), int64(t.Nseconds)) }
 
 func (t Time) append(b []byte) []byte {
 	return xdr.AppendUint32(xdr.AppendUint32(b, t.Seconds), t.Nseconds)

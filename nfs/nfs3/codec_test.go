@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
@@ -285,7 +286,7 @@ func TestStrings(t *testing.T) {
 		{ErrNoEnt.String(), "NFS3ERR_NOENT"}, {OK.String(), "NFS3_OK"}, {ErrJukebox.String(), "NFS3ERR_JUKEBOX"},
 		{Stat(99).String(), "nfsstat3(99)"}, {ProcReaddirplus.String(), "READDIRPLUS"}, {Proc(22).String(), "proc(22)"},
 		{TypeLnk.String(), "NF3LNK"}, {FileSync.String(), "FILE_SYNC"}, {Guarded.String(), "GUARDED"},
-		{SetToServerTime.String(), "SET_TO_SERVER_TIME"}, {ErrStale.Error(), "nfs3: NFS3ERR_STALE"},
+		{SetToServerTime.String(), "SET_TO_SERVER_TIME"}, {ErrStale.Error(), "nfs3: stale file handle (NFS3ERR_STALE)"}, {ErrROFS.Describe(), "read-only file system (NFS3ERR_ROFS)"}, {Stat(99).Describe(), "nfsstat3(99)"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%q, want %q", c.got, c.want)
@@ -349,4 +350,26 @@ func randBytes(rng *rand.Rand, n int) []byte {
 		b[i] = byte('a' + rng.IntN(26))
 	}
 	return b
+}
+
+// TestStatWords: every status has words, and Describe puts the RFC's
+// name after them.
+func TestStatWords(t *testing.T) {
+	for st, name := range statNames {
+		w, ok := statWords[st]
+		if !ok || w == "" {
+			t.Errorf("%s has no words", name)
+		}
+		if got := st.Describe(); got != w+" ("+name+")" {
+			t.Errorf("Describe(%s) = %q", name, got)
+		}
+	}
+}
+
+func TestTimeOf(t *testing.T) {
+	tm := time.Date(2026, 11, 28, 14, 33, 1, 123456789, time.UTC)
+	nt := TimeOf(tm)
+	if nt.Seconds != uint32(tm.Unix()) || nt.Nseconds != 123456789 || !nt.Time().Equal(tm) {
+		t.Errorf("TimeOf(%v) = %+v, back %v", tm, nt, nt.Time())
+	}
 }

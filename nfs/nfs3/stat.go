@@ -62,7 +62,32 @@ func (s Stat) String() string {
 	return "nfsstat3(" + strconv.FormatUint(uint64(s), 10) + ")"
 }
 
+// statWords say in words what each status means, after the descriptions
+// in RFC 1813 Section 2.6.
+var statWords = map[Stat]string{
+	OK: "success", ErrPerm: "not owner", ErrNoEnt: "no such file or directory", ErrIO: "I/O error",
+	ErrNXIO: "no such device or address", ErrAcces: "permission denied", ErrExist: "file exists",
+	ErrXDev: "cross-device link", ErrNoDev: "no such device", ErrNotDir: "not a directory",
+	ErrIsDir: "is a directory", ErrInval: "invalid argument", ErrFBig: "file too large",
+	ErrNoSpc: "no space left on device", ErrROFS: "read-only file system", ErrMLink: "too many links",
+	ErrNameTooLong: "file name too long", ErrNotEmpty: "directory not empty",
+	ErrDQuot: "disk quota exceeded", ErrStale: "stale file handle", ErrRemote: "too many levels of remote in path",
+	ErrBadHandle: "illegal file handle", ErrNotSync: "update synchronization mismatch",
+	ErrBadCookie: "READDIR cookie is stale", ErrNotSupp: "operation not supported",
+	ErrTooSmall: "buffer or request too small", ErrServerFault: "server fault",
+	ErrBadType: "type not supported by the server", ErrJukebox: "server busy, try again later",
+}
+
+// Describe returns the status in words with its name in parentheses, as
+// a person reads it: "read-only file system (NFS3ERR_ROFS)".
+func (s Stat) Describe() string {
+	if w, ok := statWords[s]; ok {
+		return w + " (" + s.String() + ")"
+	}
+	return s.String()
+}
+
 // Error makes a failing status an error: a server's answer to one call,
 // which leaves the connection usable. errors.Is(err, nfs3.ErrNoEnt) works
 // on the errors the client in package nfs returns.
-func (s Stat) Error() string { return "nfs3: " + s.String() }
+func (s Stat) Error() string { return "nfs3: " + s.Describe() }

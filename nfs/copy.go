@@ -1,0 +1,323 @@
+package nfs
+
+// Copying whole files, safely: an upload never leaves a partial file
+// under the name it was asked to write, and a download never leaves one
+// on the local disk. Both write under a temporary name beside the target
+// and rename it into place only once the data is complete and checked,
+// as rsync and cp --backup-less tools do; a failure, a cancelled context
+// included, removes the temporary file.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+)
+
+// cleanupTimeout bounds the REMOVE of a temporary file after a failure,
+// which runs even when the caller's context has ended.
+const cleanupTimeout = 10 * time.Second
+
+// UploadOptions says how Upload writes a file.
+type UploadOptions struct {
+	// Mode is the file's permission bits; 0 means 0644.
+	Mode uint32
+	// Atime and Mtime, if not zero, are set on the file before it
+	// takes its name (cp -p, a tree copy).
+	Atime, Mtime time.Time
+	// Size, if at least 0, is how many bytes r will yield: Upload checks
+	// it against the server's largest file size (FSINFO maxfilesize) and
+	// free space (FSSTAT abytes) before it creates anything, and fails
+	// if r yields another count. -1: unknown, nothing checked before.
+	Size int64
+	// NoReplace makes Upload fail with NFS3ERR_EXIST when name exists,
+	// instead of replacing it as cp(1) does. NFSv3 RENAME has no
+	// exclusive form, so a file another client creates between the
+	// check and the RENAME is still replaced.
+	NoReplace bool
+	// Progress, if not nil, is called after each WRITE with the bytes
+	// written so far, on Upload's goroutine.
+	Progress func(done int64)
+}
+
+// Upload writes what r yields to the file name in dir and returns the
+// bytes written. name ends up holding either what it held before or all
+// of r, never a part: Upload creates a temporary file beside it (GUARDED
+// CREATE of ".NAME.XXXXXXXX.part"), writes it with UNSTABLE WRITEs,
+// COMMITs, checks that the server's write verifier did not change (a
+// restart may have lost unstable data, RFC 1813 Section 3.3.7) and that
+// the file holds every byte, sets its mode and times, and RENAMEs it onto
+// name. On any failure, ctx's end included, it removes the temporary
+// file; if even that fails, the error names it.
+func (c *Client) Upload(ctx context.Context, dir nfs3.FileHandle, name string, r io.Reader, o UploadOptions) (int64, error) {
+	if o.Size >= 0 {
+		if err := c.CheckSpace(ctx, dir, uint64(o.Size)); err != nil {
+			return 0, err
+		}
+	}
+	tmp, fh, err := c.createTemp(ctx, dir, name)
+	if err != nil {
+		return 0, err
+	}
+	n, err := c.fillTemp(ctx, dir, fh, name, r, o)
+	if err == nil {
+		err = c.Rename(ctx, dir, tmp, dir, name)
+	}
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if rerr := c.Remove(rctx, dir, tmp); rerr != nil {
+			return n, fmt.Errorf("%w (and removing the temporary file %s failed: %v)", err, tmp, rerr)
+		}
+		return n, err
+	}
+	return n, nil
+}
+
+// fillTemp writes r to the temporary file fh and checks it, ready to take
+// name; Upload removes it if this fails.
+func (c *Client) fillTemp(ctx context.Context, dir, fh nfs3.FileHandle, name string, r io.Reader, o UploadOptions) (int64, error) {
+	n, err := c.writeAll(ctx, fh, r, o.Progress)
+	if err != nil {
+		return n, err
+	}
+	if o.Size >= 0 && n != o.Size {
+		return n, fmt.Errorf("nfs: the source yielded %d bytes, not the %d expected (did it change during the copy?)", n, o.Size)
+	}
+	a, err := c.Getattr(ctx, fh)
+	if err != nil {
+		return n, err
+	}
+	if a.Size != uint64(n) {
+		return n, fmt.Errorf("nfs: the server holds %d bytes of the %d written", a.Size, n)
+	}
+	set := nfs3.SetAttr{SetMode: true, Mode: o.Mode}
+	if set.Mode == 0 {
+		set.Mode = 0o644
+	}
+	if !o.Atime.IsZero() {
+		set.SetAtime, set.Atime = nfs3.SetToClientTime, nfs3.TimeOf(o.Atime)
+	}
+	if !o.Mtime.IsZero() {
+		set.SetMtime, set.Mtime = nfs3.SetToClientTime, nfs3.TimeOf(o.Mtime)
+	}
+	if _, err := c.Setattr(ctx, fh, set, nil); err != nil {
+		return n, err
+	}
+	if o.NoReplace {
+		if _, _, err := c.Lookup(ctx, dir, name); err == nil {
+			return n, &Error{Proc: nfs3.ProcRename, Stat: nfs3.ErrExist}
+		} else if !errors.Is(err, nfs3.ErrNoEnt) {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// createTemp makes an empty file of mode 0600 under a new temporary name
+// beside name in dir (GUARDED, so it never takes over an existing file)
+// and returns the name and handle.
+func (c *Client) createTemp(ctx context.Context, dir nfs3.FileHandle, name string) (string, nfs3.FileHandle, error) {
+	var err error
+	for range 3 {
+		var b [4]byte
+		rand.Read(b[:])
+		tmp := tmpName(name, hex.EncodeToString(b[:]))
+		var fh nfs3.FileHandle
+		fh, err = c.Create(ctx, dir, tmp, nfs3.Guarded, nfs3.SetAttr{SetMode: true, Mode: 0o600, SetSize: true})
+		if err == nil {
+			return tmp, fh, nil
+		}
+		if !errors.Is(err, nfs3.ErrExist) {
+			return "", nil, err
+		}
+	}
+	return "", nil, err
+}
+
+// tmpName is the temporary name of name: hidden, marked, and within the
+// 255 bytes most file systems allow a name.
+func tmpName(name, suffix string) string {
+	const most = 255 - len("..12345678.part")
+	if len(name) > most {
+		name = name[:most]
+	}
+	return "." + name + "." + suffix + ".part"
+}
+
+// writeAll writes r to fh from offset 0 with UNSTABLE WRITEs of MaxWrite
+// bytes, one buffer reused, and COMMITs; it fails if the write verifier
+// changes on the way (the server restarted and may have lost data).
+func (c *Client) writeAll(ctx context.Context, fh nfs3.FileHandle, r io.Reader, progress func(int64)) (int64, error) {
+	buf := make([]byte, c.MaxWrite())
+	var off uint64
+	var verf0 nfs3.Verf
+	first := true
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		for done := 0; done < n; {
+			w, _, verf, err := c.Write(ctx, fh, buf[done:n], off+uint64(done), nfs3.Unstable)
+			if err != nil {
+				return int64(off) + int64(done), err
+			}
+			if w == 0 {
+				return int64(off) + int64(done), errors.New("nfs: WRITE made no progress")
+			}
+			if first {
+				verf0, first = verf, false
+			} else if verf != verf0 {
+				return int64(off) + int64(done), errRestarted
+			}
+			done += w
+		}
+		off += uint64(n)
+		if n > 0 && progress != nil {
+			progress(int64(off))
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return int64(off), fmt.Errorf("nfs: reading the source: %w", rerr)
+		}
+	}
+	verf, err := c.Commit(ctx, fh)
+	if err != nil {
+		return int64(off), err
+	}
+	if !first && verf != verf0 {
+		return int64(off), errRestarted
+	}
+	return int64(off), nil
+}
+
+// errRestarted: the write verifier changed, so the server may have lost
+// unstable data (RFC 1813 Section 3.3.7).
+var errRestarted = errors.New("nfs: the server restarted during the copy (its write verifier changed) and may have lost data; copy again")
+
+// CheckSpace fails, saying the limit, if a file of size bytes cannot fit
+// in dir's file system: over the server's largest file size (FSINFO
+// maxfilesize) or over the free space it offers this user (FSSTAT
+// abytes). It creates nothing.
+func (c *Client) CheckSpace(ctx context.Context, dir nfs3.FileHandle, size uint64) error {
+	if m := c.info.MaxFileSize; m > 0 && size > m {
+		return fmt.Errorf("nfs: %s is over the largest file the server allows (FSINFO maxfilesize %s)", Bytes(size), Bytes(m))
+	}
+	st, err := c.FSStat(ctx, dir)
+	if err != nil {
+		return err
+	}
+	if size > st.ABytes {
+		return fmt.Errorf("nfs: %s is over the free space on the server (FSSTAT: %s available)", Bytes(size), Bytes(st.ABytes))
+	}
+	return nil
+}
+
+// Bytes formats a byte count as df -h does, in powers of 1024: "512 B",
+// "1.5 KiB", "3.0 GiB".
+func Bytes(n uint64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, unit := float64(n), 0
+	for v >= 1024 && unit < 6 {
+		v /= 1024
+		unit++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, " KMGTPE"[unit])
+}
+
+// Download copies the regular file fh to w, one READ of MaxRead bytes at
+// a time into one buffer, and returns the bytes copied. A directory or
+// another non-regular file fails at once with NFS3ERR_ISDIR or
+// NFS3ERR_INVAL, before anything is written to w.
+func (c *Client) Download(ctx context.Context, fh nfs3.FileHandle, w io.Writer) (int64, error) {
+	a, err := c.Getattr(ctx, fh)
+	if err != nil {
+		return 0, err
+	}
+	if err := regular(a); err != nil {
+		return 0, err
+	}
+	buf := make([]byte, c.MaxRead())
+	var off uint64
+	for {
+		n, eof, err := c.Read(ctx, fh, buf, off)
+		if err != nil {
+			return int64(off), err
+		}
+		if _, err := w.Write(buf[:n]); err != nil {
+			return int64(off), err
+		}
+		off += uint64(n)
+		if eof || n == 0 {
+			return int64(off), nil
+		}
+	}
+}
+
+// regular fails unless a is a regular file's.
+func regular(a nfs3.Attr) error {
+	switch a.Type {
+	case nfs3.TypeReg:
+		return nil
+	case nfs3.TypeDir:
+		return &Error{Proc: nfs3.ProcRead, Stat: nfs3.ErrIsDir}
+	}
+	return fmt.Errorf("nfs: a %s is not a regular file: %w", a.Type, nfs3.ErrInval)
+}
+
+// DownloadFile copies the regular file fh to the local file dst and
+// returns the bytes copied. dst ends up holding either what it held
+// before or the whole file: DownloadFile writes a temporary file beside
+// it (".NAME.XXXXXXXX.part", mode 0600), syncs it to disk, gives it mode
+// and the remote file's times, and renames it onto dst; any failure,
+// ctx's end included, removes it. mode 0 means the remote file's mode.
+func (c *Client) DownloadFile(ctx context.Context, fh nfs3.FileHandle, dst string, mode os.FileMode) (int64, error) {
+	a, err := c.Getattr(ctx, fh)
+	if err != nil {
+		return 0, err
+	}
+	if err := regular(a); err != nil {
+		return 0, err
+	}
+	dir, name := filepath.Split(dst)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, tmpName(name, "*"))
+	if err != nil {
+		return 0, err
+	}
+	n, err := c.Download(ctx, fh, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if mode == 0 {
+		mode = os.FileMode(a.Mode & 0o7777)
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), mode)
+	}
+	if err == nil {
+		err = os.Chtimes(f.Name(), a.Atime.Time(), a.Mtime.Time())
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return n, err
+	}
+	return n, nil
+}
