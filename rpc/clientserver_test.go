@@ -322,7 +322,7 @@ func TestStatusAnswers(t *testing.T) {
 		msg  string
 	}{
 		{"prog-unavail", Request{Prog: 7, Vers: 1}, &AcceptError{Stat: ProgUnavail}, "PROG_UNAVAIL"},
-		{"prog-mismatch", Request{Prog: testProg, Vers: 9, Proc: 1}, &AcceptError{Stat: ProgMismatch}, ": PROG_MISMATCH (versions 1 to 2)"},
+		{"prog-mismatch", Request{Prog: testProg, Vers: 9, Proc: 1}, &AcceptError{Stat: ProgMismatch}, ": program 0x20000099 version 9 is not offered; the server has versions 1 to 2 (PROG_MISMATCH)"},
 		{"proc-unavail", Request{Prog: testProg, Vers: 2, Proc: 3}, &AcceptError{Stat: ProcUnavail}, "PROC_UNAVAIL"},
 		{"garbage-args-auto", Request{Prog: testProg, Vers: 1, Proc: procIncr}, ErrGarbageArgs, "GARBAGE_ARGS"},
 		{"garbage-args-trailing", Request{Prog: testProg, Vers: 1, Proc: procIncr, Args: Body{XDR: make([]byte, 8)}}, &AcceptError{Stat: GarbageArgs}, "GARBAGE_ARGS"},
@@ -330,7 +330,7 @@ func TestStatusAnswers(t *testing.T) {
 		{"system-err", Request{Prog: testProg, Vers: 1, Proc: procFail}, &AcceptError{Stat: SystemErr}, "SYSTEM_ERR"},
 		{"system-err-panic", Request{Prog: testProg, Vers: 1, Proc: procPanic}, &AcceptError{Stat: SystemErr}, "SYSTEM_ERR"},
 		{"system-err-bad-result", Request{Prog: testProg, Vers: 1, Proc: procBadResult}, &AcceptError{Stat: SystemErr}, "SYSTEM_ERR"},
-		{"accept-error-returned", Request{Prog: testProg, Vers: 1, Proc: procAcceptErr}, &AcceptError{Stat: ProgMismatch}, "(versions 5 to 6)"},
+		{"accept-error-returned", Request{Prog: testProg, Vers: 1, Proc: procAcceptErr}, &AcceptError{Stat: ProgMismatch}, "the server has versions 5 to 6 (PROG_MISMATCH)"},
 		{"auth-tooweak", Request{Prog: testProg, Vers: 1, Proc: procUID}, AuthTooWeak, "AUTH_ERROR AUTH_TOOWEAK"},
 		{"auth-badcred", Request{Prog: testProg, Vers: 1, Proc: procUID, Cred: badSys}, AuthBadCred, "AUTH_ERROR AUTH_BADCRED"},
 		{"auth-rejectedcred", Request{Prog: testProg, Vers: 1, Cred: OpaqueAuth{Flavor: AuthDH}}, &RejectError{Stat: AuthError, AuthStat: AuthRejectedCred}, "AUTH_REJECTEDCRED"},
@@ -764,7 +764,7 @@ func TestCustomAuth(t *testing.T) {
 func TestErrorMatching(t *testing.T) {
 	id := CallID{XID: 0x1a2b, Prog: 100003, Vers: 3, Proc: 6}
 	ae := &AcceptError{Call: id, Stat: ProgMismatch, Low: 2, High: 4}
-	if got := ae.Error(); got != "rpc: call 0x1a2b prog 100003 vers 3 proc 6: PROG_MISMATCH (versions 2 to 4)" {
+	if got := ae.Error(); got != "rpc: call 0x1a2b: program 100003 version 3 is not offered; the server has versions 2 to 4 (PROG_MISMATCH)" {
 		t.Errorf("AcceptError = %q", got)
 	}
 	if errors.Is(ae, ErrGarbageArgs) || errors.Is(ae, &AcceptError{Stat: SystemErr}) || errors.Is(ae, AuthTooWeak) {

@@ -38,14 +38,62 @@ type AcceptError struct {
 	Low, High uint32
 }
 
-// Error returns e.g. "rpc: call 0x1a2b prog 100003 vers 3 proc 6:
-// PROG_MISMATCH (versions 2 to 4)".
+// Error says in words what the server refused, then gives the
+// accept_stat in parentheses: e.g. "rpc: call 0x1a2b: program 100003
+// version 4 is not offered; the server has version 3 (PROG_MISMATCH)".
+// Where the words name the program, version and procedure, the call is
+// named by its xid alone; otherwise by its CallID.
 func (e *AcceptError) Error() string {
-	s := "rpc: " + e.Call.String() + ": " + e.Stat.String()
-	if e.Stat == ProgMismatch {
-		s += versionRange(e.Low, e.High)
+	b := make([]byte, 0, 128)
+	b = append(b, "rpc: call 0x"...)
+	b = strconv.AppendUint(b, uint64(e.Call.XID), 16)
+	b = append(b, ": "...)
+	switch e.Stat {
+	case ProgUnavail:
+		b = append(b, "the server does not offer program "...)
+		b = AppendProg(b, e.Call.Prog)
+	case ProgMismatch:
+		b = appendProgVers(b, e.Call.Prog, e.Call.Vers)
+		b = append(b, " is not offered; the server has "...)
+		if e.Low == e.High {
+			b = append(b, "version "...)
+			b = strconv.AppendUint(b, uint64(e.Low), 10)
+		} else {
+			b = append(b, "versions "...)
+			b = strconv.AppendUint(b, uint64(e.Low), 10)
+			b = append(b, " to "...)
+			b = strconv.AppendUint(b, uint64(e.High), 10)
+		}
+	case ProcUnavail:
+		b = appendProgVers(b, e.Call.Prog, e.Call.Vers)
+		b = append(b, " has no procedure "...)
+		b = strconv.AppendUint(b, uint64(e.Call.Proc), 10)
+	default:
+		b = append(b[:len("rpc: ")], e.Call.String()...)
+		b = append(b, ": "...)
+		switch e.Stat {
+		case GarbageArgs:
+			b = append(b, "the server could not decode the arguments"...)
+		case SystemErr:
+			b = append(b, "the server failed to run it"...)
+		default:
+			b = append(b, "accept_stat "...)
+			b = strconv.AppendInt(b, int64(e.Stat), 10)
+			return string(b)
+		}
 	}
-	return s
+	b = append(b, " ("...)
+	b = append(b, e.Stat.String()...)
+	b = append(b, ')')
+	return string(b)
+}
+
+// appendProgVers appends "program 100003 version 3".
+func appendProgVers(b []byte, prog, vers uint32) []byte {
+	b = append(b, "program "...)
+	b = AppendProg(b, prog)
+	b = append(b, " version "...)
+	return strconv.AppendUint(b, uint64(vers), 10)
 }
 
 // Is reports whether target is ErrGarbageArgs and e is GARBAGE_ARGS, or
