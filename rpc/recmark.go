@@ -54,7 +54,55 @@ const (
 var (
 	ErrRecordTooLarge   = errors.New("rpc: record exceeds the maximum size")
 	ErrTooManyFragments = errors.New("rpc: record has too many fragments")
+	// ErrHTTP is matched by the error for a record mark that reads as
+	// the start of an HTTP message: the peer speaks HTTP, not RPC. It is
+	// recognised only where the record would exceed the maximum size, as
+	// it always does with the default (an ASCII "HTTP" is a fragment of
+	// 1213486160 bytes), so it never refuses a record otherwise accepted;
+	// the error matches ErrRecordTooLarge too.
+	ErrHTTP = errors.New("rpc: the peer speaks HTTP")
 )
+
+// httpError reports a peer that speaks HTTP: an HTTP server answering a
+// call ("HTTP/1.1 400 Bad Request", RFC 9112 Section 4), or an HTTP client
+// calling ("GET / HTTP/1.1", RFC 9112 Section 3).
+type httpError struct {
+	peer     string // the peer's address, if the reader knows it
+	response bool   // the peer answered; otherwise it made a request
+}
+
+func (e *httpError) Error() string {
+	who := "the peer"
+	if e.peer != "" {
+		who = e.peer
+	}
+	if e.response {
+		return "rpc: " + who + " is not an RPC server (it answered with HTTP)"
+	}
+	return "rpc: " + who + " is not an RPC client (it sent an HTTP request)"
+}
+
+func (e *httpError) Unwrap() []error { return []error{ErrHTTP, ErrRecordTooLarge} }
+
+// httpStarts are the first four bytes of HTTP messages: a response's
+// status line, and the request lines of the methods of RFC 9110 Section
+// 9 and HTTP/2's connection preface (RFC 9113 Section 3.4), whose first
+// word is PRI.
+var httpStarts = [...]string{"HTTP", "GET ", "HEAD", "POST", "PUT ", "DELE", "CONN", "OPTI", "TRAC", "PATC", "PRI "}
+
+// tooLarge returns the error for a record of n bytes over the maximum:
+// an *httpError if the record mark hdr, the first of its record, reads
+// as the start of an HTTP message.
+func (rr *RecordReader) tooLarge(hdr []byte, first bool, n uint64) error {
+	if first {
+		for i, s := range httpStarts {
+			if string(hdr) == s {
+				return &httpError{peer: rr.peer, response: i == 0}
+			}
+		}
+	}
+	return &recordError{ErrRecordTooLarge, n, rr.maxRecord}
+}
 
 type recordError struct {
 	kind error
@@ -83,6 +131,8 @@ type RecordReader struct {
 	frags  int    // fragment headers read
 	last   bool   // the current fragment is the record's last
 	inFrag bool   // the current fragment's header has been read
+
+	peer string // the peer's address for errors; "" if unknown
 }
 
 // NewRecordReader returns a RecordReader reading from r that accepts records
@@ -106,7 +156,8 @@ func NewRecordReader(r io.Reader, maxRecord, maxFragments int) *RecordReader {
 // io.ErrUnexpectedEOF if it ends inside one. A record whose fragments add up
 // to more than the maximum fails with an error wrapping ErrRecordTooLarge as
 // soon as the fragment header saying so arrives, before anything is
-// allocated for it; one with too many fragments fails with
+// allocated for it (also matching ErrHTTP when its record mark reads as the
+// start of an HTTP message); one with too many fragments fails with
 // ErrTooManyFragments. After an error the stream position is undefined.
 func (rr *RecordReader) ReadRecord(dst []byte) ([]byte, error) {
 	start := len(dst)
@@ -123,7 +174,7 @@ func (rr *RecordReader) ReadRecord(dst []byte) ([]byte, error) {
 		h := binary.BigEndian.Uint32(rr.hdr[:])
 		n := int(h &^ lastFragment)
 		if have := len(dst) - start; n > rr.maxRecord-have {
-			return dst, &recordError{ErrRecordTooLarge, uint64(have) + uint64(n), rr.maxRecord}
+			return dst, rr.tooLarge(rr.hdr[:], frags == 1, uint64(have)+uint64(n))
 		}
 		fragEnd := len(dst) + n
 		for n > 0 {
@@ -172,7 +223,7 @@ func (rr *RecordReader) next() ([]byte, error) {
 			h := binary.BigEndian.Uint32(rr.hdr[:])
 			n := int(h &^ lastFragment)
 			if have := len(rr.cur); n > rr.maxRecord-have {
-				return nil, &recordError{ErrRecordTooLarge, uint64(have) + uint64(n), rr.maxRecord}
+				return nil, rr.tooLarge(rr.hdr[:], rr.frags == 0, uint64(have)+uint64(n))
 			}
 			rr.hdrN = 0
 			rr.frags++
@@ -385,6 +436,9 @@ func NewStreamTransport(c net.Conn, o *StreamOptions) *StreamTransport {
 		t.writeInterrupted <- struct{}{}
 	}
 	t.rd = NewRecordReader(t.br, opts.MaxRecord, opts.MaxFragments)
+	if a := c.RemoteAddr(); a != nil {
+		t.rd.peer = a.String()
+	}
 	t.interrupt = func() {
 		t.conn.SetReadDeadline(time.Unix(1, 0)) // in the past: interrupts the read
 		t.interrupted <- struct{}{}
@@ -456,8 +510,9 @@ func (t *StreamTransport) Send(ctx context.Context, m *Msg) error {
 //
 // Every error is a *ConnError and is returned again by later calls: the peer
 // closed (io.EOF), the transport was closed (net.ErrClosed), the record was
-// too large or too fragmented (ErrRecordTooLarge, ErrTooManyFragments), or
-// the connection failed. Recv closes the transport on error.
+// too large or too fragmented (ErrRecordTooLarge, ErrTooManyFragments), the
+// peer speaks HTTP (ErrHTTP; the error names the peer's address), or the
+// connection failed. Recv closes the transport on error.
 func (t *StreamTransport) Recv() (*Msg, error) {
 	return t.RecvContext(context.Background())
 }
