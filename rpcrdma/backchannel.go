@@ -179,7 +179,7 @@ func (b *Backchannel) Send(ctx context.Context, m *rpc.Msg) error {
 	if len(m.XDR) < 8 {
 		return fmt.Errorf("rpcrdma: backward message of %d bytes has no RPC header", len(m.XDR))
 	}
-	if b.c.responder {
+	if b.c.resp != nil {
 		return b.sendCall(ctx, m)
 	}
 	return b.sendReply(ctx, m)

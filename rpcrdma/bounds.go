@@ -526,10 +526,10 @@ func (r *responder) argLimit(xdr []byte, chunks []wire.ReadChunk) string {
 }
 
 // waitReserve waits, on a side goroutine, for the share of the budgets
-// the call in needs, then hands it back to Recv through c.reserved. The
+// the call in needs, then hands it back to Recv through r.reserved. The
 // side goroutines are bounded by the receives: a requester has no more
 // calls in flight. A call whose connection ends meanwhile is given back,
-// here or, once queued, by dropPulled.
+// here or, once queued, by dropQueued.
 func (r *responder) waitReserve(in inbound) {
 	c := r.c
 	ok := c.goSide(func() {
@@ -539,14 +539,14 @@ func (r *responder) waitReserve(in inbound) {
 			in.im.free()
 			return
 		}
-		if !c.reserved.put(in) {
+		if !r.reserved.put(in) {
 			// As many calls wait as there are receives: the peer
 			// overran its credits.
 			in.im.free()
 			c.drop(DropCreditOverrun, in.hdr.XID, "why", "more calls waiting for memory than receives")
 			return
 		}
-		c.wake()
+		r.wake()
 	})
 	if !ok {
 		in.im.free()

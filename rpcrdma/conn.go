@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-rpcrdma/rpcrdma/internal/reuse"
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
@@ -35,19 +34,25 @@ import (
 // not block either: the rpc.Server runs a short one there, and its reply
 // is sent from the loop with a send slot and a send-queue entry reserved
 // before the handler runs (ReserveReply); the rest go to it from a side
-// goroutine, the pump,
+// goroutine, the pump (responder_recv.go),
 // that runs only while they are queued, so an idle connection has one
 // goroutine of its own, its loop.
+//
+// Roles. What only a requester or only a responder keeps lives in its
+// role's type, requester (requester.go, requester_recv.go) or responder
+// (responder.go, responder_recv.go); Conn holds what both use, and
+// dispatches to the role through the role interface.
 //
 // Locks. Mutexes guard only small tables, and all but three are leaves,
 // never held while another is taken: opsMu, errMu, sideMu, requester.mu,
 // Backchannel.mu, the shared pool's mu and the credit windows' own.
-// pushMu is held while the rpc layer's deliver function runs, which may
-// call Send or CancelCall and so take the leaves; responder.mu is held
-// while a grant is raised or lowered, which takes the shared pool's mu
-// (pool.go). A responder's pumpMu is held while its pump looks at the
-// queues from the loop to Recv (fifo), whose mutexes are leaves. So the
-// order is pushMu, then responder.mu or pumpMu, then any one leaf.
+// A role's pushMu (requester.pushMu, responder.pushMu) is held while the
+// rpc layer's deliver function runs, which may call Send or CancelCall
+// and so take the leaves; responder.mu is held while a grant is raised
+// or lowered, which takes the shared pool's mu (pool.go). A responder's
+// pumpMu is held while its pump looks at the queues from the loop to
+// Recv (fifo), whose mutexes are leaves. So the order is pushMu, then
+// responder.mu or pumpMu, then any one leaf.
 //
 // Buffers. Receives land in one provider-allocated region of equal slots,
 // one per posted receive; each Send is built in a slot of a second region.
@@ -71,8 +76,6 @@ type Conn struct {
 	batch     atomic.Int32 // completions in the batch being processed by the turn holder; read by whoever sends a reply
 	log       *slog.Logger
 	lim       wire.Limits
-	peer      []byte // peer's private data
-	responder bool
 	versions  []wire.Version // supported, ascending
 	negV      [3]negotiated  // negV[v]: what the private data settle for version v
 	recvMR    rdma.MR
@@ -111,35 +114,13 @@ type Conn struct {
 	opsN    int                     // entries posted and not completed
 	opsIdle chan struct{}           // closed when opsN falls to zero, for drain; nil when no one waits
 
-	// From the loop to Recv. Queues rather than channels, so that what
-	// they hold is allocated on first use (fifo): most connections have
-	// their messages pushed (Push), and an idle one holds none of them.
-	incoming fifo[inbound]    // received messages
-	pulled   fifo[pulledCall] // responder: calls whose data chunks have been pulled
-	reserved fifo[inbound]    // responder: calls that waited for their share of the budgets (bounds.go)
-	ready    chan struct{}    // capacity 1: a token once one of the three has gained a message
-
-	// Push (conn_recv.go): a requester's messages go to push once
-	// rpc.Pusher's Push has set it; pushEnded is set once the loop has
-	// ended and push has had the final error. A responder's calls
-	// without read chunks go from the loop to callPush once Push has set
-	// it. pushMu guards the three and serializes every call of the
-	// deliver function either holds.
-	pushMu    sync.Mutex
-	push      func(*rpc.Msg, error)
-	pushEnded bool
-	callPush  func(*rpc.Msg, error)
-
-	replies reuse.Spare[replyMsg] // getReplyMsg's, in front of replyMsgs
-
-	// A responder's pump (conn_recv.go): once Push has set pumpTo, a
-	// side goroutine runs pump while the three queues above hold
-	// anything, and once at the end for the final error. pumpMu
-	// guards pumpTo and pumping; the queues' own are taken under it.
-	pumpMu  sync.Mutex
-	pumpTo  func(*rpc.Msg, error)
-	pumping bool   // a pump runs, or has delivered the final error
-	pumpFn  func() // c.pump, bound once
+	// From the loop to Recv: a token in ready once incoming, or a
+	// queue of the role's own, has gained a message. A queue rather
+	// than a channel, so that what it holds is allocated on first use
+	// (fifo): most connections have their messages pushed (Push), and
+	// an idle one holds none.
+	incoming fifo[inbound]
+	ready    chan struct{} // capacity 1
 
 	// Lifecycle: fail ends the connection once (closeOnce); err is why.
 	closeOnce sync.Once
@@ -187,6 +168,18 @@ type role interface {
 	// sendRPC is Conn.Send: a requester sends a call, a responder the
 	// reply to a call it received.
 	sendRPC(ctx context.Context, m *rpc.Msg) error
+	// recv is Conn.Recv: a requester's next reply, a responder's next
+	// call.
+	recv() (*rpc.Msg, error)
+	// push is Conn.Push (requester_recv.go, responder_recv.go).
+	push(deliver func(*rpc.Msg, error))
+	// loopEnded runs on the loop as it returns, once failOps has run:
+	// the role gives back what no Recv will take and gives a pushing
+	// rpc layer the final error.
+	loopEnded()
+	// sideEnded runs in Close once the side goroutines have exited:
+	// the role gives back what they handed over after the loop ended.
+	sideEnded()
 	// closeAll releases what the role holds once the connection has
 	// ended with err.
 	closeAll(err error)
@@ -289,16 +282,12 @@ func (q *fifo[T]) get() (v T, ok bool) {
 	return v, true
 }
 
-// wake leaves Recv a token saying incoming, pulled or reserved has
-// gained a message (a token already there says so too), and, once a
-// responder's Push has been called, makes sure a pump runs to deliver it.
+// wake leaves Recv a token saying incoming, or a queue of the role's,
+// has gained a message (a token already there says so too).
 func (c *Conn) wake() {
 	select {
 	case c.ready <- struct{}{}:
 	default:
-	}
-	if c.resp != nil {
-		c.startPump()
 	}
 }
 
@@ -367,11 +356,11 @@ func (c *Conn) RemoteAddr() net.Addr { return c.rc.RemoteAddr() }
 func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	c.rc = rc
 	c.dio, _ = rc.(rdma.DirectIO)
-	c.peer = rc.PeerPrivateData()
+	peer := rc.PeerPrivateData()
 	// Settled before any message can arrive: with a shared pool, the
 	// dispatcher may hand one over before start.
 	for _, v := range []wire.Version{wire.Version1, wire.Version2} {
-		c.negV[v] = negotiate(&c.cfg, c.peer, v)
+		c.negV[v] = negotiate(&c.cfg, peer, v)
 	}
 	lim := rc.Limits()
 	c.recvSize = c.cfg.inlineRecv()
@@ -432,27 +421,22 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 		c.readSlots <- struct{}{}
 	}
 	c.incoming.size = c.recvSlots + 1
-	c.pulled.size = c.recvSlots + 1
-	c.reserved.size = c.recvSlots + 1
 	c.ready = make(chan struct{}, 1)
 	return nil
 }
 
-func newConn(cfg Config, responder bool) *Conn {
+// newConn returns a Conn with cfg that supports the versions cfg names,
+// else the role's defaults defVers.
+func newConn(cfg Config, defVers ...wire.Version) *Conn {
 	c := &Conn{
-		cfg:       cfg,
-		log:       cfg.logger(),
-		lim:       cfg.Limits,
-		responder: responder,
-		done:      make(chan struct{}),
-		loopDone:  make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.logger(),
+		lim:      cfg.Limits,
+		versions: sortVersions(cfg.versions(defVers...)),
+		done:     make(chan struct{}),
+		loopDone: make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	if responder {
-		c.versions = sortVersions(cfg.versions(wire.Version1, wire.Version2))
-	} else {
-		c.versions = sortVersions(cfg.versions(wire.Version1))
-	}
 	return c
 }
 
@@ -584,7 +568,7 @@ func (c *Conn) Close() error {
 	c.sideClosed = true
 	c.sideMu.Unlock()
 	c.side.Wait()
-	c.dropPulled() // what the side goroutines handed over after the loop ended
+	c.role.sideEnded() // what the side goroutines handed over after the loop ended
 	return nil
 }
 

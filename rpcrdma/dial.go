@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
 )
 
 // Dial connects to an RPC-over-RDMA responder at addr over provider p and
@@ -25,7 +26,7 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := newConn(*cfg, false)
+	c := newConn(*cfg, wire.Version1)
 	c.req = newRequester(c)
 	c.role = c.req
 	back := int(c.cfg.BackwardCredits)
@@ -149,7 +150,7 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 }
 
 func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string) (*Conn, error) {
-	c := newConn(l.cfg, true)
+	c := newConn(l.cfg, wire.Version1, wire.Version2)
 	c.ln, c.mem = l, newBudget(l.cfg.Bounds.connMemory())
 	c.resp = &responder{c: c, done: make(map[uint32]*readReply)}
 	c.role = c.resp
@@ -197,6 +198,7 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 		if err := c.setup(rc, slots); err != nil {
 			return err
 		}
+		c.resp.sizeQueues(c.recvSlots + 1)
 		if l.pool != nil {
 			c.resp.grant.Store(1)
 			l.pool.attach(rc, c)

@@ -159,21 +159,25 @@
 //
 // # Where things are
 //
-//   - conn.go: Conn, its fields and who owns them, the lock order, setup
+//   - conn.go: Conn, the state both roles share and who owns it, the
+//     role interface each role implements, the lock order, setup
 //     of the buffer rings, Close, and the side goroutines and timers
 //     (goSide, afterFunc) that are the only work a connection runs off
 //     its loop, all of which Close stops or waits for.
 //   - conn_recv.go: the loop that owns the completion queue (but while a
-//     caller on the short path has it), Recv and Push.
+//     caller on the short path has it); Recv and Push, which go to the
+//     role.
 //   - short.go: the requester's short path, the turn between the loop and
 //     a caller.
 //   - conn_send.go: Send, and the posting every send goes through.
 //   - plan.go: how a call or a reply travels (which chunks), decided on
 //     plain data before any memory is registered.
 //   - requester.go: a call's registration and post, matching replies,
-//     version fallback, CancelCall.
+//     version fallback, CancelCall; requester_recv.go: how replies reach
+//     the rpc layer (Recv, Push).
 //   - responder.go: checking received calls, their chunks and the reply's
-//     registration and post; RDMA_ERROR answers.
+//     registration and post; RDMA_ERROR answers; responder_recv.go: how
+//     calls reach the rpc layer (Recv, Push, the pump).
 //   - pull.go: RDMA Reads of read chunks, for both roles.
 //   - backchannel.go: the backward direction (RFC 8167).
 //   - credits.go: the requester's credit window and the responder's

@@ -93,9 +93,10 @@ func TestResponderPumpOnlyWhileQueued(t *testing.T) {
 		ctx := ctxT(t)
 		p := newPair(t, nil, nil)
 		pumping := func() bool {
-			p.resp.pumpMu.Lock()
-			defer p.resp.pumpMu.Unlock()
-			return p.resp.pumping
+			r := p.resp.resp
+			r.pumpMu.Lock()
+			defer r.pumpMu.Unlock()
+			return r.pumping
 		}
 		synctest.Wait()
 		if pumping() {

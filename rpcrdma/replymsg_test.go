@@ -5,7 +5,7 @@ import "testing"
 // TestReplyMsgReleasedTwice: a reply released twice goes back once, so
 // no two replies later share it.
 func TestReplyMsgReleasedTwice(t *testing.T) {
-	c := new(Conn)
+	c := new(requester)
 	p := c.getReplyMsg()
 	p.put()
 	p.put()

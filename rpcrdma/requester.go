@@ -57,6 +57,8 @@ type requester struct {
 	calls xidmap.Map[*outCall]
 
 	spare reuse.Spare[outCall] // newOutCall's, in front of outCalls
+
+	replyQueue // how replies reach the rpc layer (requester_recv.go)
 }
 
 // outCall is a call between its Send and its reply.
@@ -364,7 +366,7 @@ func (r *requester) fallback(h *wire.Header) bool {
 	c.goSide(func() {
 		if err := r.send(c.ctx, oc, wire.Version1); err != nil {
 			r.credits.release()
-			c.deliver(inbound{hdr: wire.Header{XID: oc.xid}, err: err})
+			r.deliver(inbound{hdr: wire.Header{XID: oc.xid}, err: err})
 			r.putOutCall(oc)
 		}
 	})
@@ -438,7 +440,7 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 		err = r.checkReply(oc, in)
 	}
 	if err != nil {
-		c.deliver(inbound{hdr: wire.Header{XID: xid}, err: err})
+		r.deliver(inbound{hdr: wire.Header{XID: xid}, err: err})
 		return
 	}
 	if in.borrowed {
@@ -450,7 +452,7 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 		}
 		in.borrowed = false
 	}
-	c.deliver(*in)
+	r.deliver(*in)
 }
 
 // clone returns a copy of b, nil if b is empty.

@@ -65,6 +65,8 @@ type responder struct {
 	ceiling  uint32
 	lowered  time.Time
 	reclaim  *time.Timer
+
+	recvQueues // how calls reach the rpc layer (responder_recv.go)
 }
 
 // readReply is an RFC 5666 read-chunk reply whose memory stays registered
@@ -277,7 +279,7 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 	}
 	in.im = r.newInMsg(in.payload)
 	in.payload, in.borrowed = in.im.payload, false
-	if !c.deliver(*in) {
+	if !r.deliver(*in) {
 		in.im.free()
 	}
 }
@@ -314,7 +316,7 @@ func (r *responder) sendError(xid uint32, vers wire.Version, code wire.ErrorCode
 // without data chunks comes back at once, a long call's position-zero
 // chunk pulled first. A call with data chunks comes back with ok false:
 // its Reads are posted, and once they complete the loop passes it to Recv
-// through c.pulled (finishCall), so the Reads of several calls are in
+// through r.pulled (finishCall), so the Reads of several calls are in
 // flight together. A call whose chunks do not fit is answered with
 // ERR_CHUNK and reported with ok false; err is a connection failure. The
 // Msg's Release gives in.im back.
@@ -400,8 +402,8 @@ func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
 		return m, true, nil
 	}
 	c.startPull(chunks, true, func(bufs [][]byte, err error) {
-		if c.pulled.put(pulledCall{im: im, bufs: bufs, err: err}) {
-			c.wake()
+		if r.pulled.put(pulledCall{im: im, bufs: bufs, err: err}) {
+			r.wake()
 			return
 		}
 		// More calls than receive slots are being pulled: the peer

@@ -237,10 +237,7 @@ func (c *Conn) takeTurn(ctx context.Context, wi rdma.WaitInterrupter, direct boo
 		}
 		return s.cs, true
 	}
-	c.pushMu.Lock()
-	pushing := c.push != nil
-	c.pushMu.Unlock()
-	if !pushing {
+	if !c.req.pushing() {
 		s.mu.Unlock()
 		return nil, false
 	}
