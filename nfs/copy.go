@@ -274,13 +274,33 @@ func regular(a nfs3.Attr) error {
 	return fmt.Errorf("nfs: a %s is not a regular file: %w", a.Type, nfs3.ErrInval)
 }
 
+// DownloadOptions says how DownloadFile writes a local file.
+type DownloadOptions struct {
+	// Mode is the file's permission bits; 0 means the remote file's.
+	Mode os.FileMode
+	// Progress, if not nil, is called after each READ with the bytes
+	// copied so far, on DownloadFile's goroutine.
+	Progress func(done int64)
+}
+
 // DownloadFile copies the regular file fh to the local file dst and
 // returns the bytes copied. dst ends up holding either what it held
 // before or the whole file: DownloadFile writes a temporary file beside
-// it (".NAME.XXXXXXXX.part", mode 0600), syncs it to disk, gives it mode
-// and the remote file's times, and renames it onto dst; any failure,
-// ctx's end included, removes it. mode 0 means the remote file's mode.
-func (c *Client) DownloadFile(ctx context.Context, fh nfs3.FileHandle, dst string, mode os.FileMode) (int64, error) {
+// it (".NAME.XXXXXXXX.part", mode 0600), syncs it to disk, gives it its
+// mode and the remote file's times, and renames it onto dst; any failure,
+// ctx's end included, removes it.
+func (c *Client) DownloadFile(ctx context.Context, fh nfs3.FileHandle, dst string, o DownloadOptions) (int64, error) {
+	root, err := os.OpenRoot(filepath.Dir(dst))
+	if err != nil {
+		return 0, err
+	}
+	defer root.Close()
+	return c.downloadIn(ctx, fh, root, filepath.Base(dst), o)
+}
+
+// downloadIn is DownloadFile into name inside root, which no name a
+// server sends can leave.
+func (c *Client) downloadIn(ctx context.Context, fh nfs3.FileHandle, root *os.Root, name string, o DownloadOptions) (int64, error) {
 	a, err := c.Getattr(ctx, fh)
 	if err != nil {
 		return 0, err
@@ -288,36 +308,60 @@ func (c *Client) DownloadFile(ctx context.Context, fh nfs3.FileHandle, dst strin
 	if err := regular(a); err != nil {
 		return 0, err
 	}
-	dir, name := filepath.Split(dst)
-	if dir == "" {
-		dir = "."
+	var f *os.File
+	var tmp string
+	for range 3 {
+		var b [4]byte
+		rand.Read(b[:])
+		tmp = tmpName(name, hex.EncodeToString(b[:]))
+		if f, err = root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); !errors.Is(err, os.ErrExist) {
+			break
+		}
 	}
-	f, err := os.CreateTemp(dir, tmpName(name, "*"))
 	if err != nil {
 		return 0, err
 	}
-	n, err := c.Download(ctx, fh, f)
+	var w io.Writer = f
+	if o.Progress != nil {
+		w = &progressWriter{w: f, f: o.Progress}
+	}
+	n, err := c.Download(ctx, fh, w)
 	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	mode := o.Mode
 	if mode == 0 {
-		mode = os.FileMode(a.Mode & 0o7777)
+		mode = os.FileMode(a.Mode & 0o777)
 	}
 	if err == nil {
-		err = os.Chmod(f.Name(), mode)
+		err = root.Chmod(tmp, mode)
 	}
 	if err == nil {
-		err = os.Chtimes(f.Name(), a.Atime.Time(), a.Mtime.Time())
+		err = root.Chtimes(tmp, a.Atime.Time(), a.Mtime.Time())
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), dst)
+		err = root.Rename(tmp, name)
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		root.Remove(tmp)
 		return n, err
 	}
 	return n, nil
+}
+
+// progressWriter calls f with the running total after each Write.
+type progressWriter struct {
+	w io.Writer
+	n int64
+	f func(int64)
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.n += int64(n)
+	p.f(p.n)
+	return n, err
 }

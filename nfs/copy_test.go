@@ -91,7 +91,7 @@ func TestUploadDownload(t *testing.T) {
 		local := t.TempDir()
 		dst := filepath.Join(local, "back")
 		os.WriteFile(dst, []byte("old content"), 0o600)
-		if _, err := c.DownloadFile(ctx, fh, dst, 0); err != nil {
+		if _, err := c.DownloadFile(ctx, fh, dst, DownloadOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := os.ReadFile(dst); string(got) != "replaced" {
@@ -197,7 +197,7 @@ func TestDownloadRefuses(t *testing.T) {
 	busy := filepath.Join(local, "busy")
 	os.Mkdir(busy, 0o755)
 	os.WriteFile(filepath.Join(busy, "inside"), nil, 0o644)
-	if _, err := c.DownloadFile(ctx, fh, busy, 0); err == nil {
+	if _, err := c.DownloadFile(ctx, fh, busy, DownloadOptions{}); err == nil {
 		t.Error("DownloadFile onto a directory succeeded")
 	}
 	if tmp := leftovers(t, local); tmp != nil {

@@ -9,11 +9,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 type command struct {
@@ -21,13 +24,17 @@ type command struct {
 	run           func(args []string, stdout, stderr io.Writer) error
 }
 
-func commands() []command {
+// commands lists the commands; those that stop on SIGINT and SIGTERM
+// take ctx, which ends at the first of them.
+func commands(ctx context.Context) []command {
 	return []command{
 		{"serve", "serve the bench program, NULL and CONF_RDMA over the software iWARP", cmdServe},
 		{"ping", "call NULL and print what the connection negotiated", cmdPing},
 		{"bench", "measure throughput and latency against TCP baselines", cmdBench},
 		{"trace", "decode MPA, DDP, RDMAP, RPC-over-RDMA and ONC RPC in a capture", cmdTrace},
-		{"nfs", "NFSv3 over RDMA or TCP: probe, ls, cat, cp, bench, serve", cmdNFS},
+		{"nfs", "NFSv3 over RDMA or TCP: probe, ls, cat, cp, bench, serve", func(args []string, stdout, stderr io.Writer) error {
+			return cmdNFS(ctx, args, stdout, stderr)
+		}},
 	}
 }
 
@@ -37,15 +44,17 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "RPC-over-RDMA (RFC 5666, RFC 8797, Version Two draft) over a pure-Go iWARP.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
-	for _, c := range commands() {
+	for _, c := range commands(context.Background()) {
 		fmt.Fprintf(w, "  %-6s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "rpcrdma COMMAND --help" for a command's flags.`)
 }
 
-// run dispatches; it returns the process exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+// run dispatches; it returns the process exit status: 0 on success, 1 on
+// a failure, 2 on a usage error, and 128 plus the signal's number when a
+// SIGINT or SIGTERM (ending ctx, see signalContext) stopped the command.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return 2
@@ -55,11 +64,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	}
-	for _, c := range commands() {
+	for _, c := range commands(ctx) {
 		if c.name != args[0] {
 			continue
 		}
 		err := c.run(args[1:], stdout, stderr)
+		name := c.name
+		if ne, ok := errors.AsType[*namedError](err); ok {
+			name = ne.name
+		}
 		switch {
 		case err == nil:
 			return 0
@@ -67,11 +80,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, errUsage):
 			if err != errUsage { // not yet said
-				fmt.Fprintf(stderr, "rpcrdma %s: %v\n", c.name, err)
+				fmt.Fprintf(stderr, "rpcrdma %s: %v\n", name, err)
 			}
 			return 2
 		}
-		fmt.Fprintf(stderr, "rpcrdma %s: %v\n", c.name, err)
+		if sig, ok := errors.AsType[*signalError](context.Cause(ctx)); ok {
+			if errors.Is(err, context.Canceled) || errors.Is(err, sig) {
+				fmt.Fprintf(stderr, "rpcrdma %s: stopped by %v\n", name, sig.sig)
+			} else { // what the command says of its stop
+				fmt.Fprintf(stderr, "rpcrdma %s: %v\n", name, err)
+			}
+			return 128 + sig.number()
+		}
+		fmt.Fprintf(stderr, "rpcrdma %s: %v\n", name, err)
 		return 1
 	}
 	fmt.Fprintf(stderr, "rpcrdma: unknown command %q\n", args[0])
@@ -125,4 +146,52 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+// namedError is an error of a subcommand, which run prefixes with the
+// subcommand's whole name ("rpcrdma nfs cp: ...").
+type namedError struct {
+	name string
+	err  error
+}
+
+func (e *namedError) Error() string { return e.err.Error() }
+func (e *namedError) Unwrap() error { return e.err }
+
+// signalError is the cause of a context a signal ended.
+type signalError struct{ sig os.Signal }
+
+func (e *signalError) Error() string { return "stopped by " + e.sig.String() }
+
+// number is the signal's number, for the exit status 128+n shells use.
+func (e *signalError) number() int {
+	if s, ok := e.sig.(syscall.Signal); ok {
+		return int(s)
+	}
+	return int(syscall.SIGINT)
+}
+
+// signalContext returns a context that the first SIGINT or SIGTERM ends,
+// with a *signalError as its cause; after it, the signals have their
+// default effect again, so a second Ctrl-C ends a command that is slow to
+// stop. stop releases the signals.
+func signalContext() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			signal.Stop(ch)
+			cancel(&signalError{s})
+		case <-done:
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); close(done); cancel(nil) }
+}
+
+func main() {
+	ctx, stop := signalContext()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

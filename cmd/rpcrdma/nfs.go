@@ -2,30 +2,30 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
-	"github.com/go-rpcrdma/rpcrdma/nfs/mount"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
 
-// cmdNFS dispatches the NFS subcommands.
-func cmdNFS(args []string, stdout, stderr io.Writer) error {
+// cmdNFS dispatches the NFS subcommands; ctx ends at SIGINT or SIGTERM.
+func cmdNFS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	withCtx := func(f func(context.Context, []string, io.Writer, io.Writer) error) func([]string, io.Writer, io.Writer) error {
+		return func(args []string, stdout, stderr io.Writer) error { return f(ctx, args, stdout, stderr) }
+	}
 	subs := []command{
 		{"probe", "what an NFS server offers: NULL, exports, FSINFO, PATHCONF, FSSTAT, transport, each timed", nfsProbe},
-		{"ls", "list HOST:/export/path (READDIRPLUS)", nfsLs},
-		{"cat", "write HOST:/export/path to stdout", nfsCat},
-		{"cp", "copy a file from or to HOST:/export/path", nfsCp},
-		{"bench", "sequential or random READ/WRITE against HOST:/export", nfsBench},
+		{"ls", "list HOST:/export/path (READDIRPLUS)", withCtx(nfsLs)},
+		{"cat", "write HOST:/export/path to stdout", withCtx(nfsCat)},
+		{"cp", "copy files from or to HOST:/export/path, through a temporary name", withCtx(nfsCp)},
+		{"bench", "sequential or random READ/WRITE against HOST:/export", withCtx(nfsBench)},
 		{"serve", "serve a directory over NFSv3 on RDMA and TCP, MOUNT on TCP", nfsServe},
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -45,7 +45,10 @@ func cmdNFS(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, c := range subs {
 		if c.name == args[0] {
-			return c.run(args[1:], stdout, stderr)
+			if err := c.run(args[1:], stdout, stderr); err != nil {
+				return &namedError{name: "nfs " + c.name, err: err}
+			}
+			return nil
 		}
 	}
 	fmt.Fprintf(stderr, "rpcrdma nfs: unknown subcommand %q\n", args[0])
@@ -92,7 +95,7 @@ func (f *nfsFlags) parse(fs *flag.FlagSet, args []string, nargs int) error {
 
 func (f *nfsFlags) check() error {
 	if f.transport != "rdma" && f.transport != "tcp" {
-		return fmt.Errorf("--transport %q: want rdma or tcp", f.transport)
+		return usagef("--transport %q: want rdma or tcp", f.transport)
 	}
 	return f.tf.check()
 }
@@ -100,14 +103,14 @@ func (f *nfsFlags) check() error {
 func (f *nfsFlags) addrs(host string) (nfsAddr, mountAddr string) {
 	port := f.nfsPort
 	if port == 0 {
-		port = 20049
+		port = nfs.PortRDMA
 		if f.transport == "tcp" {
-			port = 2049
+			port = nfs.PortTCP
 		}
 	}
 	mport := f.mountPort
 	if mport == 0 {
-		mport = 2049
+		mport = nfs.PortTCP
 		if f.transport == "tcp" {
 			mport = port
 		}
@@ -140,28 +143,64 @@ func (f *nfsFlags) cred() *rpc.AuthSysParms {
 	return &rpc.AuthSysParms{MachineName: "rpcrdma", UID: uint32(f.uid), GID: uint32(f.gid)}
 }
 
-// remote is HOST:/path split at the colon.
-type remote struct{ host, path string }
+// remote is HOST:/path, HOST:PORT:/path or [V6ADDR]:PORT:/path split:
+// the port, if given, is the NFS port, as mount.nfs's port= option.
+type remote struct {
+	host, path string
+	port       int // 0: not given
+}
 
+// parseRemote splits s if it names a remote path; a local path (no
+// colon before its first slash) is not one.
 func parseRemote(s string) (remote, bool) {
 	i := strings.Index(s, ":/")
-	if i <= 0 {
+	if i <= 0 || strings.Contains(s[:i], "/") {
 		return remote{}, false
 	}
-	return remote{host: strings.Trim(s[:i], "[]"), path: s[i+1:]}, true
+	r := remote{host: s[:i], path: s[i+1:]}
+	if strings.HasPrefix(r.host, "[") { // [v6] or [v6]:port
+		end := strings.Index(r.host, "]")
+		if end < 0 {
+			return remote{}, false
+		}
+		rest := r.host[end+1:]
+		r.host = r.host[1:end]
+		if rest != "" {
+			p, ok := parsePort(strings.TrimPrefix(rest, ":"))
+			if !ok || rest[0] != ':' {
+				return remote{}, false
+			}
+			r.port = p
+		}
+	} else if h, p, ok := strings.Cut(r.host, ":"); ok {
+		port, ok := parsePort(p)
+		if !ok || strings.Contains(p, ":") {
+			return remote{}, false
+		}
+		r.host, r.port = h, port
+	}
+	return r, r.host != ""
+}
+
+func parsePort(s string) (int, bool) {
+	p, err := strconv.Atoi(s)
+	return p, err == nil && p > 0 && p < 1<<16
 }
 
 // mountRemote finds the export r.path lies in (the longest listed one
 // that is a prefix), mounts it and returns the client and the path inside.
 func (f *nfsFlags) mountRemote(ctx context.Context, r remote, conns *[]*rpcrdma.Conn) (*nfs.Client, string, error) {
+	if r.port != 0 {
+		f.nfsPort = r.port
+	}
 	_, mountAddr := f.addrs(r.host)
 	export := f.export
 	if export == "" {
 		var err error
-		if export, err = findExport(ctx, mountAddr, r); err != nil {
+		if export, err = nfs.FindExport(ctx, mountAddr, r.path); err != nil {
 			return nil, "", err
 		}
-	} else if !inExport(r.path, export) {
+	} else if !nfs.InExport(r.path, export) {
 		return nil, "", fmt.Errorf("%s is not in --export %s", r.path, export)
 	}
 	dial, err := f.dialer(r.host, conns)
@@ -176,27 +215,4 @@ func (f *nfsFlags) mountRemote(ctx context.Context, r remote, conns *[]*rpcrdma.
 	return c, strings.TrimPrefix(r.path, export), nil
 }
 
-type mountExport = mount.ExportNode
-
-// findExport returns the export r.path lies in: the longest of the
-// server's exports (MOUNT EXPORT) that is a prefix of it.
-func findExport(ctx context.Context, mountAddr string, r remote) (string, error) {
-	exports, err := nfs.Exports(ctx, mountAddr)
-	if err != nil {
-		return "", err
-	}
-	slices.SortFunc(exports, func(a, b mountExport) int { return len(b.Dir) - len(a.Dir) })
-	for _, e := range exports {
-		if inExport(r.path, e.Dir) {
-			return e.Dir, nil
-		}
-	}
-	return "", fmt.Errorf("%s is in none of %s's exports", r.path, r.host)
-}
-
-// inExport reports whether p is export or lies under it.
-func inExport(p, export string) bool {
-	return p == export || strings.HasPrefix(p, strings.TrimSuffix(export, "/")+"/")
-}
-
-var errNotRemote = errors.New("want HOST:/export/path")
+var errNotRemote = usagef("want HOST:/export/path, HOST:PORT:/export/path or [IPV6]:PORT:/export/path")

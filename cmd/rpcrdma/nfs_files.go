@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"text/tabwriter"
 	"time"
@@ -14,15 +13,19 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
 )
 
-// fileCmd parses the flags and remote arguments common to ls, cat and cp.
-func fileCmd(name, synopsis string, nargs int, args []string, stderr io.Writer) (*nfsFlags, []string, context.Context, context.CancelFunc, error) {
+// fileCmd parses the flags and remote arguments common to ls, cat and cp;
+// the context it returns ends at ctx's end or after --timeout.
+func fileCmd(ctx context.Context, name, synopsis string, nargs int, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*nfsFlags, []string, context.Context, context.CancelFunc, error) {
 	fs := newFlags("nfs "+name, "nfs "+synopsis, stderr)
 	f := new(nfsFlags)
 	f.register(fs)
+	if extra != nil {
+		extra(fs)
+	}
 	if err := f.parse(fs, args, nargs); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	return f, fs.Args(), ctx, cancel, nil
 }
 
@@ -59,8 +62,8 @@ type remoteFile struct {
 
 // remoteFileCmd parses the command line of ls or cat and looks its
 // argument up; the caller closes the result.
-func remoteFileCmd(name string, args []string, stderr io.Writer) (*remoteFile, error) {
-	f, rest, ctx, cancel, err := fileCmd(name, name+" [flags] HOST:/export/path", 1, args, stderr)
+func remoteFileCmd(ctx context.Context, name string, args []string, stderr io.Writer) (*remoteFile, error) {
+	f, rest, ctx, cancel, err := fileCmd(ctx, name, name+" [flags] HOST:/export/path", 1, args, stderr, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -78,8 +81,8 @@ func (rf *remoteFile) close() {
 	rf.cancel()
 }
 
-func nfsLs(args []string, stdout, stderr io.Writer) error {
-	rf, err := remoteFileCmd("ls", args, stderr)
+func nfsLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	rf, err := remoteFileCmd(ctx, "ls", args, stderr)
 	if err != nil {
 		return err
 	}
@@ -124,136 +127,12 @@ func modeString(a nfs3.Attr) string {
 	return string(b)
 }
 
-func nfsCat(args []string, stdout, stderr io.Writer) error {
-	rf, err := remoteFileCmd("cat", args, stderr)
+func nfsCat(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	rf, err := remoteFileCmd(ctx, "cat", args, stderr)
 	if err != nil {
 		return err
 	}
 	defer rf.close()
-	_, err = download(rf.ctx, rf.c, rf.fh, stdout)
+	_, err = rf.c.Download(rf.ctx, rf.fh, stdout)
 	return err
-}
-
-// download copies the file fh to w, one READ of MaxRead bytes at a time,
-// and returns the bytes copied.
-func download(ctx context.Context, c *nfs.Client, fh nfs3.FileHandle, w io.Writer) (int64, error) {
-	buf := make([]byte, c.MaxRead())
-	var off uint64
-	for {
-		n, eof, err := c.Read(ctx, fh, buf, off)
-		if err != nil {
-			return int64(off), err
-		}
-		if _, err := w.Write(buf[:n]); err != nil {
-			return int64(off), err
-		}
-		off += uint64(n)
-		if eof || n == 0 {
-			return int64(off), nil
-		}
-	}
-}
-
-// upload writes r to the file fh with UNSTABLE WRITEs and a COMMIT, and
-// fails if the server's write verifier changed meanwhile (it restarted
-// and may have lost data).
-func upload(ctx context.Context, c *nfs.Client, fh nfs3.FileHandle, r io.Reader) (int64, error) {
-	buf := make([]byte, c.MaxWrite())
-	var off uint64
-	var verf0 nfs3.Verf
-	for first := true; ; first = false {
-		n, rerr := io.ReadFull(r, buf)
-		if n > 0 {
-			done := 0
-			for done < n {
-				w, _, verf, err := c.Write(ctx, fh, buf[done:n], off+uint64(done), nfs3.Unstable)
-				if err != nil {
-					return int64(off), err
-				}
-				if first {
-					verf0 = verf
-				} else if verf != verf0 {
-					return int64(off), errors.New("the server restarted during the copy (write verifier changed); copy again")
-				}
-				done += w
-			}
-			off += uint64(n)
-		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-			break
-		}
-		if rerr != nil {
-			return int64(off), rerr
-		}
-	}
-	verf, err := c.Commit(ctx, fh)
-	if err != nil {
-		return int64(off), err
-	}
-	if off > 0 && verf != verf0 {
-		return int64(off), errors.New("the server restarted before COMMIT (write verifier changed); copy again")
-	}
-	return int64(off), nil
-}
-
-func nfsCp(args []string, stdout, stderr io.Writer) error {
-	f, rest, ctx, cancel, err := fileCmd("cp", "cp [flags] SRC DST (one of them HOST:/export/path)", 2, args, stderr)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	_, srcRemote := parseRemote(rest[0])
-	dst, dstRemote := parseRemote(rest[1])
-	start := time.Now()
-	var n int64
-	switch {
-	case srcRemote && !dstRemote:
-		c, _, fh, _, err := f.lookupRemote(ctx, rest[0])
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		out, err := os.Create(rest[1])
-		if err != nil {
-			return err
-		}
-		if n, err = download(ctx, c, fh, out); err != nil {
-			out.Close()
-			return err
-		}
-		if err := out.Close(); err != nil {
-			return err
-		}
-	case dstRemote && !srcRemote:
-		in, err := os.Open(rest[0])
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		c, p, err := f.mountRemote(ctx, dst, nil)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		dir, _, err := c.LookupPath(ctx, path.Dir(p))
-		if err != nil {
-			return err
-		}
-		name := path.Base(p)
-		if fh, a, err := c.Lookup(ctx, dir, name); err == nil && a.Type == nfs3.TypeDir {
-			dir, name = fh, path.Base(rest[0]) // into a directory
-		}
-		fh, err := c.Create(ctx, dir, name, nfs3.Unchecked, nfs3.SetAttr{SetMode: true, Mode: 0o644, SetSize: true})
-		if err != nil {
-			return err
-		}
-		if n, err = upload(ctx, c, fh, in); err != nil {
-			return err
-		}
-	default:
-		return errors.New("one of SRC and DST must be HOST:/export/path, the other local")
-	}
-	d := time.Since(start)
-	fmt.Fprintf(stderr, "%d bytes in %v (%.1f MB/s)\n", n, d.Round(time.Millisecond), float64(n)/d.Seconds()/1e6)
-	return nil
 }

@@ -148,7 +148,7 @@ func TestServeLogsDisconnect(t *testing.T) {
 }
 
 // TestBenchInterrupt: Ctrl-C while bench measures prints the cases
-// measured so far. The interrupt comes once the server has counted calls
+// measured so far, and exits 130 as shells expect of SIGINT. The interrupt comes once the server has counted calls
 // (its metrics), so bench is measuring; --duration is too long for the run
 // to end by itself.
 func TestBenchInterrupt(t *testing.T) {
@@ -170,7 +170,7 @@ func TestBenchInterrupt(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
 		t.Fatalf("bench after Ctrl-C: %v\n%s", err, errOut.String())
 	}
 	if !regexp.MustCompile(`(?m)^\s+rdma\s+NULL\s+0\s+1\s+\d+`).MatchString(out.String()) ||
