@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -370,23 +371,40 @@ func (c *Conn) closeFor(r Reason) {
 	c.fail(&ConnError{Op: "limit", Err: &LimitError{Reason: r, Remote: remote}})
 }
 
+// connBounds is what a responder keeps to apply its Listener's Bounds to
+// its connection: the connection's memory budget, the messages received
+// (counted by onMessage, read by the idle check), the idle check's timer
+// and what it saw last (its own), and what fail runs once (dial.go).
+type connBounds struct {
+	mem         *budget
+	received    atomic.Uint64
+	idleMu      sync.Mutex
+	idle        *time.Timer // guarded by idleMu
+	idleSeen    uint64      // messages received at the last check
+	idleChecked bool        // a check has run: the next ends an idle period
+	watchStart  time.Time   // when watch started
+	onEnd       func()      // before the rdma.Conn is closed
+	onClosed    func()      // after
+}
+
 // watch starts the handshake and idle checks of a responder.
-func (c *Conn) watch() {
-	c.idleMu.Lock()
-	defer c.idleMu.Unlock()
-	c.watchStart = time.Now()
-	if d := c.nextCheck(0); d > 0 && c.Err() == nil {
-		c.idle = c.afterFunc(d, c.checkIdle)
+func (r *responder) watch() {
+	c := r.c
+	r.idleMu.Lock()
+	defer r.idleMu.Unlock()
+	r.watchStart = time.Now()
+	if d := r.nextCheck(0); d > 0 && c.Err() == nil {
+		r.idle = c.afterFunc(d, r.checkIdle)
 	}
 }
 
 // nextCheck returns when the next check is due, given the messages
 // received so far; 0 for none.
-func (c *Conn) nextCheck(received uint64) time.Duration {
-	b := &c.cfg.Bounds
+func (r *responder) nextCheck(received uint64) time.Duration {
+	b := &r.c.cfg.Bounds
 	next := b.idleTimeout()
 	if hs := b.handshakeTimeout(); received == 0 && hs > 0 {
-		left := max(hs-time.Since(c.watchStart), time.Millisecond)
+		left := max(hs-time.Since(r.watchStart), time.Millisecond)
 		if next == 0 || left < next {
 			next = left
 		}
@@ -395,35 +413,36 @@ func (c *Conn) nextCheck(received uint64) time.Duration {
 }
 
 // stopWatch stops the checks; fail calls it.
-func (c *Conn) stopWatch() {
-	c.idleMu.Lock()
-	defer c.idleMu.Unlock()
-	c.stopTimer(c.idle)
+func (r *responder) stopWatch() {
+	r.idleMu.Lock()
+	defer r.idleMu.Unlock()
+	r.c.stopTimer(r.idle)
 }
 
 // checkIdle runs on the idle timer. A connection that has received
 // nothing within HandshakeTimeout of its request failed its handshake;
 // one that has received nothing since the last check, an IdleTimeout ago,
 // and has no call in progress is idle.
-func (c *Conn) checkIdle() {
+func (r *responder) checkIdle() {
+	c := r.c
 	b := &c.cfg.Bounds
-	n := c.received.Load()
+	n := r.received.Load()
 	switch {
 	case c.Err() != nil:
 		return
-	case n == 0 && b.handshakeTimeout() > 0 && time.Since(c.watchStart) >= b.handshakeTimeout():
+	case n == 0 && b.handshakeTimeout() > 0 && time.Since(r.watchStart) >= b.handshakeTimeout():
 		c.closeFor(LimitHandshakeTimeout)
 		return
-	case b.idleTimeout() > 0 && c.idleChecked && n == c.idleSeen && c.mem.inUse() == 0 && c.role.outstanding() == 0:
+	case b.idleTimeout() > 0 && r.idleChecked && n == r.idleSeen && r.mem.inUse() == 0 && r.outstanding() == 0:
 		c.closeFor(LimitIdle)
 		return
 	}
 	// An idle period runs from this check to the next.
-	c.idleChecked, c.idleSeen = true, n
-	c.idleMu.Lock()
-	defer c.idleMu.Unlock()
-	if d := c.nextCheck(n); d > 0 && c.Err() == nil {
-		c.resetTimer(c.idle, d)
+	r.idleChecked, r.idleSeen = true, n
+	r.idleMu.Lock()
+	defer r.idleMu.Unlock()
+	if d := r.nextCheck(n); d > 0 && c.Err() == nil {
+		c.resetTimer(r.idle, d)
 	}
 }
 
@@ -468,24 +487,24 @@ func (r *responder) reserve(im *inMsg, h *wire.Header, wait bool) (why string) {
 	}
 	n := int64(need)
 	if !wait {
-		if !c.mem.tryTake(n) {
+		if !r.mem.tryTake(n) {
 			im.held = -1
 			return ""
 		}
 		if !c.ln.mem.tryTake(n) {
-			c.mem.give(n)
+			r.mem.give(n)
 			im.held = -1
 			return ""
 		}
 		im.held = n
 		return ""
 	}
-	if err := c.mem.take(c.ctx, n); err != nil {
+	if err := r.mem.take(c.ctx, n); err != nil {
 		im.held = -1
 		return ""
 	}
 	if err := c.ln.mem.take(c.ctx, n); err != nil {
-		c.mem.give(n)
+		r.mem.give(n)
 		im.held = -1
 		return ""
 	}
@@ -496,7 +515,7 @@ func (r *responder) reserve(im *inMsg, h *wire.Header, wait bool) (why string) {
 // unreserve gives back what reserve took for im.
 func (r *responder) unreserve(im *inMsg) {
 	if im.held > 0 {
-		r.c.mem.give(im.held)
+		r.mem.give(im.held)
 		r.c.ln.mem.give(im.held)
 	}
 	im.held = 0

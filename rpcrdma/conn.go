@@ -142,21 +142,10 @@ type Conn struct {
 
 	short shortPath // a requester's turn: the loop's, or a caller's (short.go)
 
-	// Responder bounds (bounds.go, dial.go): the Listener that accepted
-	// the connection, the connection's memory budget, messages received
-	// (counted by the loop, read by the idle check), the idle check's
-	// timer and what it saw last (its own), and what fail runs once.
-	ln          *Listener
-	mem         *budget
-	received    atomic.Uint64
-	idleMu      sync.Mutex
-	idle        *time.Timer // guarded by idleMu
-	idleSeen    uint64      // messages received at the last check
-	idleChecked bool        // a check has run: the next ends an idle period
-	watchStart  time.Time   // when watch started
-	onEnd       func()
-	onClosed    func()       // after the rdma.Conn is closed
-	allot       atomic.Int64 // receives of the Listener's pool promised to this connection (pool.go)
+	// The Listener that accepted the connection, nil on a dialed one:
+	// the memory registered here counts there too, and so do the
+	// limits that act here (bounds.go).
+	ln *Listener
 }
 
 // role is what a requester and a responder each do with the messages the
@@ -180,8 +169,9 @@ type role interface {
 	// sideEnded runs in Close once the side goroutines have exited:
 	// the role gives back what they handed over after the loop ended.
 	sideEnded()
-	// closeAll releases what the role holds once the connection has
-	// ended with err.
+	// ending runs once the connection has ended, before the rdma.Conn
+	// is closed; closeAll releases what the role holds, after.
+	ending()
 	closeAll(err error)
 	// outstanding returns how many calls are outstanding (requester)
 	// or received and unanswered (responder).
@@ -495,13 +485,10 @@ func (c *Conn) fail(err error) {
 	c.closeOnce.Do(func() {
 		close(c.done)
 		c.cancel()
-		if c.onEnd != nil {
-			c.onEnd()
+		if c.role != nil {
+			c.role.ending()
 		}
 		c.rc.Close()
-		if c.onClosed != nil {
-			c.onClosed()
-		}
 		if c.role != nil {
 			c.role.closeAll(c.Err())
 		}

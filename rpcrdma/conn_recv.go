@@ -140,7 +140,6 @@ func (c *Conn) onRecv(comp rdma.Completion) {
 // pool, on the pool's dispatcher (pool.go); in every case one goroutine at
 // a time for a connection.
 func (c *Conn) handleRecv(comp rdma.Completion, msg []byte) {
-	c.received.Add(1)
 	if comp.Invalidated {
 		c.stats.add(statRemoteInvalid, 1)
 	}

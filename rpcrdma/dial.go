@@ -151,8 +151,10 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 
 func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string) (*Conn, error) {
 	c := newConn(l.cfg, wire.Version1, wire.Version2)
-	c.ln, c.mem = l, newBudget(l.cfg.Bounds.connMemory())
+	c.ln = l
 	c.resp = &responder{c: c, done: make(map[uint32]*readReply)}
+	r := c.resp
+	r.mem = newBudget(l.cfg.Bounds.connMemory())
 	c.role = c.resp
 	grantMax := c.cfg.Grant.Grant(^uint32(0))
 	back := int(c.cfg.BackwardCredits)
@@ -175,22 +177,22 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 	rcfg.SendQueueDepth = max(rcfg.SendQueueDepth, 2*slots)
 	// What the connection gives back when it ends, whichever way: its
 	// count at the Listener, its rings, what the pool promised it.
-	c.onEnd = func() {
-		c.stopWatch()
+	r.onEnd = func() {
+		r.stopWatch()
 		l.registered.Add(-c.ringBytes()) // Close releases them
 		l.leave(host)
 	}
 	if l.pool != nil {
-		c.onClosed = func() { l.pool.detach(c.rc, c.allot.Swap(0)) }
+		r.onClosed = func() { l.pool.detach(c.rc, r.allot.Swap(0)) }
 		// One credit to start with, from the pool (pool.go); the
 		// backward direction's receives come from it too.
 		if !l.pool.allot(1 + back) {
-			c.onEnd()
+			r.onEnd()
 			l.limit(LimitReceives, req.RemoteAddr())
 			req.Reject(nil)
 			return nil, errPoolFull
 		}
-		c.allot.Store(int64(1 + back))
+		r.allot.Store(int64(1 + back))
 		rcfg.SharedRecv = l.pool.q
 		rcfg.SendQueueDepth = max(c.cfg.RDMA.SendQueueDepth, 2*(sharedSendSlots+back))
 	}
@@ -220,9 +222,9 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 		if c.rc != nil {
 			c.fail(err) // Prepare ran: the hooks give everything back
 		} else {
-			c.onEnd()
-			if c.onClosed != nil {
-				c.onClosed()
+			r.onEnd()
+			if r.onClosed != nil {
+				r.onClosed()
 			}
 		}
 		if ctx.Err() == nil && actx.Err() != nil {
@@ -232,7 +234,7 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 	}
 	c.rc = rc
 	c.start()
-	c.watch()
+	r.watch()
 	return c, nil
 }
 

@@ -223,12 +223,12 @@ func (c *Conn) raiseGrant(requested uint32) {
 	}
 	want := g + min(g, limit-g)
 	// A grant lowered recently may still hold the receives.
-	promised := uint32(max(c.allot.Load()-int64(c.cfg.BackwardCredits), 0))
+	promised := uint32(max(r.allot.Load()-int64(c.cfg.BackwardCredits), 0))
 	if want > promised {
 		if !c.ln.pool.allot(int(want - promised)) {
 			return
 		}
-		c.allot.Add(int64(want - promised))
+		r.allot.Add(int64(want - promised))
 	}
 	r.grant.Store(want)
 }
@@ -294,8 +294,8 @@ func (r *responder) reclaimCredits() {
 	}
 	r.ceiling = 0
 	keep := int64(r.grant.Load()) + int64(c.cfg.BackwardCredits)
-	if extra := c.allot.Load() - keep; extra > 0 {
-		c.allot.Add(-extra)
+	if extra := r.allot.Load() - keep; extra > 0 {
+		r.allot.Add(-extra)
 		c.ln.pool.detach(nil, extra)
 	}
 }

@@ -545,6 +545,10 @@ func (r *requester) outstanding() int {
 	return r.calls.Len()
 }
 
+// ending does nothing: a requester has nothing to give back before the
+// rdma.Conn is closed.
+func (r *requester) ending() {}
+
 // closeAll forgets every outstanding call when the connection ends.
 func (r *requester) closeAll(err error) {
 	r.credits.close(err)

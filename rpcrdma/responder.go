@@ -65,8 +65,12 @@ type responder struct {
 	ceiling  uint32
 	lowered  time.Time
 	reclaim  *time.Timer
+	// allot is the receives of the Listener's pool promised to this
+	// connection (pool.go).
+	allot atomic.Int64
 
 	recvQueues // how calls reach the rpc layer (responder_recv.go)
+	connBounds // the Listener's Bounds applied to this connection (bounds.go)
 }
 
 // readReply is an RFC 5666 read-chunk reply whose memory stays registered
@@ -192,6 +196,7 @@ func (r *responder) overrun() bool {
 // holds the first bytes of an undecodable message.
 func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 	c := r.c
+	r.received.Add(1)
 	h := &in.hdr
 	if derr != nil {
 		p, perr := wire.DecodePrefix(raw)
@@ -777,8 +782,20 @@ func (r *responder) outstanding() int {
 	return r.npending
 }
 
-// closeAll releases every read-chunk reply when the connection ends.
+// ending runs the Listener's hook for a connection that has ended
+// (dial.go), before the rdma.Conn is closed.
+func (r *responder) ending() {
+	if r.onEnd != nil {
+		r.onEnd()
+	}
+}
+
+// closeAll runs the Listener's hook for a connection closed (dial.go) and
+// releases every read-chunk reply.
 func (r *responder) closeAll(error) {
+	if r.onClosed != nil {
+		r.onClosed()
+	}
 	r.mu.Lock()
 	done := r.done
 	r.done = map[uint32]*readReply{}
