@@ -2,12 +2,9 @@ package rpcrdma
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"net"
-	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
@@ -43,6 +40,11 @@ import (
 // sent a forward call first. That matters on iWARP: an MPA responder sends
 // nothing before the initiator's first FPDU (RFC 5044 section 7.1.2), so a
 // backward call sent earlier waits, queued, for it.
+//
+// Each role owns its half: a requester the serving half (backServer,
+// backchannel_serve.go), a responder the calling half (backCaller,
+// backchannel_call.go). What both share, the queue to Recv, Close and the
+// inline send, is here.
 
 // Backchannel is the backward direction of a Conn, as an rpc.Transport. On
 // a requester's Conn it is the serving side, for an rpc.Server: Recv
@@ -63,62 +65,50 @@ import (
 // its end ends the Backchannel too.
 type Backchannel struct {
 	c       *Conn
-	credits uint32 // Config.BackwardCredits
+	credits uint32   // Config.BackwardCredits
+	half    backHalf // the serving half on a requester, the calling half on a responder
 
 	incoming  chan bcIn // backward calls (requester) or replies (responder)
 	closed    chan struct{}
 	closeOnce sync.Once
+}
 
-	mu sync.Mutex
-	// A requester's backward calls received and not yet answered, oldest
-	// first for each XID; their number never passes credits.
-	calls    map[uint32][]*bcCall
-	npending int
-	// A responder's backward calls sent and not yet answered: the
-	// version each went in, by XID; and its backward credit window.
-	sent   map[uint32][]wire.Version
-	window *creditWindow
-
-	vers atomic.Uint32 // responder: the version backward calls go in
+// backHalf is what one role's half of the backward direction does for
+// the Backchannel both share.
+type backHalf interface {
+	// send is Send once the checks common to both halves have passed:
+	// the reply to a backward call (serving), or a backward call
+	// (calling).
+	send(ctx context.Context, m *rpc.Msg) error
+	// close fails what waits on this half, now and later, with err.
+	close(err error)
 }
 
 // bcIn is what Recv returns: a message, or a *rpc.CallError failing one
 // backward call. A reply (or its error) on a responder holds its call's
-// backward credit until Recv takes it, so replies waiting for Recv never
-// outnumber the credits, nor the room in incoming.
+// backward credit, in credit, until Recv takes it, so replies waiting for
+// Recv never outnumber the credits, nor the room in incoming.
 type bcIn struct {
 	m      *rpc.Msg
 	err    error
-	credit bool
+	credit *creditWindow // the window to give the credit back to; nil if none is held
 }
 
-// bcCall is a backward call a requester has received. It is in calls from
-// its arrival until its reply is sent or the server releases it.
-type bcCall struct {
-	b    *Backchannel
-	xid  uint32
-	vers wire.Version
-	msg  rpc.Msg
-}
-
-func newBackchannel(c *Conn) *Backchannel {
+// newBackchannel returns the Backchannel of c whose role's half is half.
+func newBackchannel(c *Conn, half backHalf) *Backchannel {
 	n := c.cfg.BackwardCredits
-	b := &Backchannel{
+	return &Backchannel{
 		c:        c,
 		credits:  n,
+		half:     half,
 		incoming: make(chan bcIn, n),
 		closed:   make(chan struct{}),
-		calls:    make(map[uint32][]*bcCall),
-		sent:     make(map[uint32][]wire.Version),
-		window:   newCreditWindow(n),
 	}
-	b.vers.Store(uint32(c.versions[0]))
-	return b
 }
 
 // Backchannel returns the backward direction of c (RFC 8167), or nil if
 // Config.BackwardCredits was zero when c was created.
-func (c *Conn) Backchannel() *Backchannel { return c.bc }
+func (c *Conn) Backchannel() *Backchannel { return c.role.backchannel() }
 
 // errBackClosed is what a closed Backchannel returns.
 var errBackClosed = &rpc.ConnError{Err: fmt.Errorf("rpcrdma: backchannel closed: %w", net.ErrClosed)}
@@ -129,7 +119,7 @@ var errBackClosed = &rpc.ConnError{Err: fmt.Errorf("rpcrdma: backchannel closed:
 func (b *Backchannel) Close() error {
 	b.closeOnce.Do(func() {
 		close(b.closed)
-		b.window.close(errBackClosed)
+		b.half.close(errBackClosed)
 	})
 	return nil
 }
@@ -161,8 +151,8 @@ func (b *Backchannel) Recv() (*rpc.Msg, error) {
 
 // take returns what Recv delivers, giving back the credit a reply held.
 func (b *Backchannel) take(in bcIn) (*rpc.Msg, error) {
-	if in.credit {
-		b.window.release()
+	if in.credit != nil {
+		in.credit.release()
 	}
 	return in.m, in.err
 }
@@ -179,58 +169,12 @@ func (b *Backchannel) Send(ctx context.Context, m *rpc.Msg) error {
 	if len(m.XDR) < 8 {
 		return fmt.Errorf("rpcrdma: backward message of %d bytes has no RPC header", len(m.XDR))
 	}
-	if b.c.resp != nil {
-		return b.sendCall(ctx, m)
-	}
-	return b.sendReply(ctx, m)
+	return b.half.send(ctx, m)
 }
 
-// sendCall sends a backward call from a responder.
-func (b *Backchannel) sendCall(ctx context.Context, m *rpc.Msg) error {
-	c := b.c
-	xid := binary.BigEndian.Uint32(m.XDR)
-	if err := b.window.acquire(ctx); err != nil {
-		return err
-	}
-	v := wire.Version(b.vers.Load())
-	b.mu.Lock()
-	b.sent[xid] = append(b.sent[xid], v)
-	b.mu.Unlock()
-	h := &wire.Header{XID: xid, Vers: v, Credits: b.credits, Proc: wire.RDMA_MSG}
-	if err := b.send(ctx, h, m, "call"); err != nil {
-		b.mu.Lock()
-		b.forgetLocked(xid, v)
-		b.mu.Unlock()
-		b.window.release()
-		return err
-	}
-	c.stats.add(statBackwardCalls, 1)
-	return nil
-}
-
-// sendReply sends the reply to a backward call from a requester, in the
-// call's version, granting BackwardCredits.
-func (b *Backchannel) sendReply(ctx context.Context, m *rpc.Msg) error {
-	xid := binary.BigEndian.Uint32(m.XDR)
-	b.mu.Lock()
-	calls := b.calls[xid]
-	if len(calls) == 0 {
-		b.mu.Unlock()
-		return fmt.Errorf("rpcrdma: no backward call with xid %#x to answer", xid)
-	}
-	bc := calls[0]
-	b.unpendLocked(bc)
-	b.mu.Unlock()
-	h := &wire.Header{XID: xid, Vers: bc.vers, Credits: b.credits, Proc: wire.RDMA_MSG}
-	if err := b.send(ctx, h, m, "reply"); err != nil {
-		return err
-	}
-	b.c.stats.add(statBackwardReplies, 1)
-	return nil
-}
-
-// send posts m inline behind h, which the peer must be able to receive.
-func (b *Backchannel) send(ctx context.Context, h *wire.Header, m *rpc.Msg, what string) error {
+// sendInline posts m inline behind h, which the peer must be able to
+// receive.
+func (b *Backchannel) sendInline(ctx context.Context, h *wire.Header, m *rpc.Msg, what string) error {
 	c := b.c
 	n := h.EncodedLen() + m.Len()
 	if limit := c.negV[h.Vers].sendLimit; n > limit {
@@ -240,133 +184,9 @@ func (b *Backchannel) send(ctx context.Context, h *wire.Header, m *rpc.Msg, what
 	return c.sendMsg(ctx, h, [][]byte{payload}, 0, false)
 }
 
-// forgetLocked removes a backward call xid sent in version v and reports
-// whether there was one. b.mu is held.
-func (b *Backchannel) forgetLocked(xid uint32, v wire.Version) bool {
-	vs := b.sent[xid]
-	i := slices.Index(vs, v)
-	switch {
-	case i < 0:
-		return false
-	case len(vs) == 1:
-		delete(b.sent, xid)
-	default:
-		b.sent[xid] = slices.Delete(vs, i, i+1)
-	}
-	return true
-}
-
-// unpendLocked removes bc from the calls awaiting a reply, if it is still
-// there. b.mu is held.
-func (b *Backchannel) unpendLocked(bc *bcCall) {
-	list := b.calls[bc.xid]
-	i := slices.Index(list, bc)
-	switch {
-	case i < 0:
-		return
-	case len(list) == 1:
-		delete(b.calls, bc.xid)
-	default:
-		b.calls[bc.xid] = slices.Delete(list, i, i+1)
-	}
-	b.npending--
-}
-
 // isBackward reports whether a received RDMA_MSG is a backward message in the
 // form RFC 8167 requires of backward calls and replies: every chunk list
 // empty.
 func isBackward(h *wire.Header) bool {
 	return h.Proc == wire.RDMA_MSG && len(h.Chunks.Reads) == 0 && len(h.Chunks.Writes) == 0 && !h.Chunks.Reply.Present
-}
-
-// onCall takes a backward call a requester received, on the loop: it
-// copies it out of the receive buffer for Recv, or drops it when the
-// backward direction is off or closed, the call breaks RFC 8167's rules,
-// or the responder has more backward calls unanswered than it was granted.
-func (b *Backchannel) onCall(in *inbound) {
-	c := b.c
-	h := &in.hdr
-	select {
-	case <-b.closed:
-		c.drop(DropBackwardOff, h.XID, "why", "backward direction closed")
-		return
-	default:
-	}
-	if !isBackward(h) || !c.supports(h.Vers) {
-		c.drop(DropBackwardMalformed, h.XID, "proc", h.Proc, "vers", h.Vers)
-		return
-	}
-	b.mu.Lock()
-	if b.npending >= int(b.credits) {
-		b.mu.Unlock()
-		c.drop(DropBackwardOverrun, h.XID, "credits", b.credits)
-		return
-	}
-	bc := &bcCall{b: b, xid: h.XID, vers: h.Vers}
-	bc.msg = rpc.Msg{Body: rpc.Body{XDR: clone(in.payload)}, Release: bc.release}
-	b.calls[h.XID] = append(b.calls[h.XID], bc)
-	b.npending++
-	b.mu.Unlock()
-	c.stats.add(statBackwardCalls, 1)
-	select {
-	case b.incoming <- bcIn{m: &bc.msg}:
-	default:
-		// npending bounds what is queued and incoming holds that many,
-		// unless a reply was sent for a call Recv had not returned yet.
-		// The loop must not block: drop the call.
-		bc.release()
-		c.drop(DropBackwardOverrun, h.XID, "why", "receive queue full")
-	}
-}
-
-// release is the Msg.Release of a backward call: a call the server dropped
-// without a reply no longer counts against the backward credits.
-func (bc *bcCall) release() {
-	b := bc.b
-	b.mu.Lock()
-	b.unpendLocked(bc)
-	b.mu.Unlock()
-}
-
-// onReply takes the reply to a backward call a responder received, on the
-// loop: it updates the backward grant and queues the reply for Recv, or an
-// error failing the call if the RPC reply inside does not carry the call's
-// XID; the call's credit comes back when Recv takes it. A reply to no
-// backward call of ours, or not in the version of the call, is dropped.
-func (b *Backchannel) onReply(in *inbound) {
-	c := b.c
-	h := &in.hdr
-	b.mu.Lock()
-	ok := isBackward(h) && b.forgetLocked(h.XID, h.Vers)
-	b.mu.Unlock()
-	if !ok {
-		c.drop(DropBackwardUnmatched, h.XID, "proc", h.Proc)
-		return
-	}
-	if g, err := b.window.update(h.Credits); err != nil {
-		c.log.Warn("rpcrdma: peer granted zero backward credits; using one", "xid", h.XID, "granted", g)
-	}
-	c.stats.add(statBackwardReplies, 1)
-	bi := bcIn{m: &rpc.Msg{Body: rpc.Body{XDR: clone(in.payload)}}, credit: true}
-	if len(in.payload) < 4 || binary.BigEndian.Uint32(in.payload) != h.XID {
-		// The requester answered the call, but not with an RPC reply
-		// to it (RFC 8166 section 4.2.1).
-		bi = bcIn{err: &rpc.CallError{XID: h.XID, Err: fmt.Errorf("rpcrdma: backward reply to xid %#x does not carry the call's RPC XID", h.XID)}, credit: true}
-	}
-	select {
-	case b.incoming <- bi:
-	default:
-		// Not reachable: every reply queued holds a credit, and there
-		// are never more credits than incoming has room for. The loop
-		// must not block whatever happens.
-		b.window.release()
-		c.drop(DropBackwardUnmatched, h.XID, "why", "receive queue full")
-	}
-}
-
-// end closes the backward credit window once the connection has ended.
-func (b *Backchannel) end(err error) {
-	if b != nil {
-		b.window.close(err)
-	}
 }

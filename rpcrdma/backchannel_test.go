@@ -109,7 +109,7 @@ func testBackchannel(t *testing.T, np pairFunc) {
 	if g, _ := bp.conn.req.credits.state(); g != fwdGrant || g == 4 {
 		t.Errorf("forward grant moved from %d to %d with backward traffic", fwdGrant, g)
 	}
-	if g, _ := bp.resp.bc.window.state(); g != 4 {
+	if g, _ := bp.resp.resp.back.window.state(); g != 4 {
 		t.Errorf("backward grant %d, want the requester's 4", g)
 	}
 }
@@ -154,7 +154,7 @@ func TestBackchannelCredits(t *testing.T) {
 	if d := bp.conn.Stats().Dropped; d != 0 {
 		t.Errorf("requester dropped %d messages", d)
 	}
-	if g, in := bp.resp.bc.window.state(); g != 2 || in != 0 {
+	if g, in := bp.resp.resp.back.window.state(); g != 2 || in != 0 {
 		t.Errorf("backward window: grant %d, %d in flight; want 2, 0", g, in)
 	}
 }
@@ -250,7 +250,7 @@ func TestBackchannelDrops(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitDropped(t, pr.resp, 1)
-		if g, in := pr.resp.bc.window.state(); g != 1 || in != 0 {
+		if g, in := pr.resp.resp.back.window.state(); g != 1 || in != 0 {
 			t.Errorf("backward window after a stray reply: grant %d, %d in flight; want 1, 0", g, in)
 		}
 		if _, err := pr.call(ctx, procEcho, ddpArgs([]byte("fwd")), nil, 0); err != nil {
@@ -357,7 +357,7 @@ func TestBackchannelLimits(t *testing.T) {
 	if _, err := bp.backCall(ctx, procEchoFlat, rpc.Body{XDR: xdr.AppendOpaque(nil, make([]byte, 500))}); err != nil {
 		t.Errorf("backward call after the refused one: %v", err)
 	}
-	if g, in := bp.resp.bc.window.state(); in != 0 || g != 2 {
+	if g, in := bp.resp.resp.back.window.state(); in != 0 || g != 2 {
 		t.Errorf("backward window: grant %d, %d in flight; want 2, 0", g, in)
 	}
 
@@ -383,7 +383,7 @@ func TestBackchannelLimits(t *testing.T) {
 	}()
 	// Close once the call has taken a backward credit: it is on its way.
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if _, in := bp.resp.bc.window.state(); in == 1 {
+		if _, in := bp.resp.resp.back.window.state(); in == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -412,7 +412,7 @@ func TestBackchannelVersion(t *testing.T) {
 	if _, err := bp.call(ctx, procEcho, ddpArgs([]byte("fwd")), nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	if v := wire.Version(bp.resp.bc.vers.Load()); v != wire.Version2 {
+	if v := wire.Version(bp.resp.resp.back.vers.Load()); v != wire.Version2 {
 		t.Errorf("backward calls go in version %d, want 2", v)
 	}
 	// The responder drops a reply in another version than its call's,

@@ -40,12 +40,14 @@ import (
 //
 // Roles. What only a requester or only a responder keeps lives in its
 // role's type, requester (requester.go, requester_recv.go) or responder
-// (responder.go, responder_recv.go); Conn holds what both use, and
-// dispatches to the role through the role interface.
+// (responder.go, responder_recv.go), and so does each role's half of the
+// backward direction (backServer, backCaller); Conn holds what both use,
+// and dispatches to the role through the role interface.
 //
 // Locks. Mutexes guard only small tables, and all but three are leaves,
 // never held while another is taken: opsMu, errMu, sideMu, requester.mu,
-// Backchannel.mu, the shared pool's mu and the credit windows' own.
+// backServer.mu, backCaller.mu, the shared pool's mu and the credit
+// windows' own.
 // A role's pushMu (requester.pushMu, responder.pushMu) is held while the
 // rpc layer's deliver function runs, which may call Send or CancelCall
 // and so take the leaves; responder.mu is held while a grant is raised
@@ -83,10 +85,9 @@ type Conn struct {
 	recvSize  int
 	sendMR    rdma.MR
 	sendSize  int
-	role      role         // req or resp
-	req       *requester   // nil on a responder
-	resp      *responder   // nil on a requester
-	bc        *Backchannel // nil unless Config.BackwardCredits is set
+	role      role       // req or resp
+	req       *requester // nil on a responder
+	resp      *responder // nil on a requester
 
 	// Owned by the loop: a receive slot's scatter list, reused when the
 	// loop reposts it.
@@ -188,6 +189,9 @@ type role interface {
 	// cancel abandons the outstanding call xid (CancelCall); a
 	// responder has none.
 	cancel(xid uint32)
+	// backchannel returns the Backchannel whose half the role owns
+	// (RFC 8167), or nil.
+	backchannel() *Backchannel
 }
 
 // sendSlot is the reusable state of one send buffer: providers do not
@@ -491,9 +495,6 @@ func (c *Conn) fail(err error) {
 		c.rc.Close()
 		if c.role != nil {
 			c.role.closeAll(c.Err())
-		}
-		if c.bc != nil {
-			c.bc.end(c.Err())
 		}
 	})
 }

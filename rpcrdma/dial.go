@@ -31,7 +31,7 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 	c.role = c.req
 	back := int(c.cfg.BackwardCredits)
 	if back > 0 {
-		c.bc = newBackchannel(c)
+		c.req.back = newBackServer(c)
 	}
 	// Receives for every reply, one spare, and the backward calls
 	// granted (RFC 8167, "Client Receive Buffers").
@@ -159,7 +159,7 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 	grantMax := c.cfg.Grant.Grant(^uint32(0))
 	back := int(c.cfg.BackwardCredits)
 	if back > 0 {
-		c.bc = newBackchannel(c)
+		r.back = newBackCaller(c)
 	}
 	// Receives for every call granted, two for messages outside the
 	// credit count, and one per backward call outstanding (RFC 8167,

@@ -179,7 +179,9 @@
 //     registration and post; RDMA_ERROR answers; responder_recv.go: how
 //     calls reach the rpc layer (Recv, Push, the pump).
 //   - pull.go: RDMA Reads of read chunks, for both roles.
-//   - backchannel.go: the backward direction (RFC 8167).
+//   - backchannel.go: the backward direction (RFC 8167), the Backchannel
+//     both roles share; backchannel_serve.go: a requester's serving half;
+//     backchannel_call.go: a responder's calling half.
 //   - credits.go: the requester's credit window and the responder's
 //     GrantPolicy.
 //   - config.go: Config, its defaults and checks, and what the RFC 8797

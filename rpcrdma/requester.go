@@ -59,6 +59,8 @@ type requester struct {
 	spare reuse.Spare[outCall] // newOutCall's, in front of outCalls
 
 	replyQueue // how replies reach the rpc layer (requester_recv.go)
+
+	back *backServer // the serving half of the backward direction; nil unless Config.BackwardCredits is set
 }
 
 // outCall is a call between its Send and its reply.
@@ -296,8 +298,8 @@ func (r *requester) onMessage(in *inbound, derr error, _ []byte) {
 	if h.Proc == wire.RDMA_MSG && wire.PayloadDirection(in.payload) == wire.DirCall {
 		// A backward-direction call (RFC 8167). Without BackwardCredits
 		// there is no receive budget for it.
-		if c.bc != nil {
-			c.bc.onCall(in)
+		if r.back != nil {
+			r.back.onCall(in)
 		} else {
 			c.drop(DropBackwardOff, h.XID, "why", "no Config.BackwardCredits")
 		}
@@ -543,6 +545,14 @@ func (r *requester) outstanding() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.calls.Len()
+}
+
+// backchannel returns the Backchannel whose serving half r owns, or nil.
+func (r *requester) backchannel() *Backchannel {
+	if r.back == nil {
+		return nil
+	}
+	return r.back.b
 }
 
 // ending does nothing: a requester has nothing to give back before the

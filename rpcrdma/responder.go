@@ -71,6 +71,8 @@ type responder struct {
 
 	recvQueues // how calls reach the rpc layer (responder_recv.go)
 	connBounds // the Listener's Bounds applied to this connection (bounds.go)
+
+	back *backCaller // the calling half of the backward direction; nil unless Config.BackwardCredits is set
 }
 
 // readReply is an RFC 5666 read-chunk reply whose memory stays registered
@@ -258,8 +260,8 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 	if h.Proc == wire.RDMA_MSG && wire.PayloadDirection(in.payload) == wire.DirReply {
 		// The reply to a backward call (RFC 8167), or nothing we
 		// asked for.
-		if c.bc != nil {
-			c.bc.onReply(in)
+		if r.back != nil {
+			r.back.onReply(in)
 		} else {
 			c.drop(DropBackwardOff, h.XID, "why", "no Config.BackwardCredits")
 		}
@@ -275,9 +277,9 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		c.drop(DropNotACall, h.XID)
 		return
 	}
-	if c.bc != nil {
+	if r.back != nil {
 		// Backward calls go in the version the requester speaks.
-		c.bc.vers.Store(uint32(h.Vers))
+		r.back.vers.Store(uint32(h.Vers))
 	}
 	if len(h.Chunks.Reads) > 0 {
 		c.pullSoon.Store(true)
@@ -790,9 +792,10 @@ func (r *responder) ending() {
 	}
 }
 
-// closeAll runs the Listener's hook for a connection closed (dial.go) and
-// releases every read-chunk reply.
-func (r *responder) closeAll(error) {
+// closeAll runs the Listener's hook for a connection closed (dial.go),
+// releases every read-chunk reply and fails the waits for a backward
+// credit with err.
+func (r *responder) closeAll(err error) {
 	if r.onClosed != nil {
 		r.onClosed()
 	}
@@ -807,4 +810,15 @@ func (r *responder) closeAll(error) {
 	r.mu.Lock()
 	r.c.stopTimer(r.reclaim)
 	r.mu.Unlock()
+	if r.back != nil {
+		r.back.close(err)
+	}
+}
+
+// backchannel returns the Backchannel whose calling half r owns, or nil.
+func (r *responder) backchannel() *Backchannel {
+	if r.back == nil {
+		return nil
+	}
+	return r.back.b
 }

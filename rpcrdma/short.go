@@ -294,7 +294,7 @@ func (c *Conn) giveTurn() {
 // to a call sent from now on: no call outstanding, no send-queue work in
 // flight, no backward direction, no RDMA_OPTIONAL handlers.
 func (c *Conn) quiet() bool {
-	if c.bc != nil || len(c.cfg.Options) > 0 || c.req.outstanding() != 0 {
+	if c.req.back != nil || len(c.cfg.Options) > 0 || c.req.outstanding() != 0 {
 		return false
 	}
 	c.opsMu.Lock()
