@@ -35,6 +35,7 @@ func commands(ctx context.Context) []command {
 		{"nfs", "NFSv3 over RDMA or TCP: probe, ls, cat, cp, bench, serve", func(args []string, stdout, stderr io.Writer) error {
 			return cmdNFS(ctx, args, stdout, stderr)
 		}},
+		{"version", "print the version, the Go it was built with and the RDMA providers built in", cmdVersion},
 	}
 }
 

@@ -2,23 +2,19 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
 	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
 
 // nfsBenchResult is one line of the report; the JSON keys are a stable
@@ -38,6 +34,7 @@ type nfsBenchResult struct {
 	P90us     float64 `json:"p90_us"`
 	P99us     float64 `json:"p99_us"`
 	P999us    float64 `json:"p999_us"`
+	P9999us   float64 `json:"p9999_us"`
 	MaxUs     float64 `json:"max_us"`
 	// CPUusPerOp is this process's CPU time per operation, user and
 	// system (the client's: fio's usr and sys, per operation); 0 where
@@ -63,21 +60,150 @@ func parseSize(s string) (int, error) {
 	return n * mult, nil
 }
 
+// benchFlags are nfs bench's own flags, named as fio names them where
+// fio has the setting (fio(1), "JOB PARAMETERS"); the bench's older
+// names stay as aliases.
+type benchFlags struct {
+	rw, ops, patterns      string
+	rwmixread              int
+	bs, bssplit, size      string
+	iodepth, numjobs, rate int
+	runtime, ramp          fioDuration
+	status                 fioDuration
+	name                   string
+	overwrite, keep        bool
+	verify                 bool
+	format                 string
+	legacyJSON             bool
+}
+
+func (b *benchFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&b.rw, "rw", "", "workloads, run in turn (comma-separated): read, write, randread, randwrite, rw (or readwrite), randrw; metadata: getattr, lookup, create (CREATE and REMOVE), readdir; default: write,read")
+	fs.StringVar(&b.ops, "op", "", "older form of --rw: read, write (comma-separated), combined with --pattern")
+	fs.StringVar(&b.patterns, "pattern", "seq", "with --op: seq, rand (comma-separated)")
+	fs.IntVar(&b.rwmixread, "rwmixread", 50, "percentage of READs in rw and randrw")
+	fs.StringVar(&b.bs, "bs", "1m", "block size of each READ and WRITE (k, m suffixes)")
+	fs.StringVar(&b.bssplit, "bssplit", "", "block sizes and their shares, as fio: 4k/50:64k/30:1m/20")
+	fs.IntVar(&b.iodepth, "iodepth", 8, "calls in flight per connection")
+	fs.IntVar(&b.iodepth, "qd", 8, "alias of --iodepth")
+	fs.IntVar(&b.numjobs, "numjobs", 1, "connections, each with --iodepth calls in flight, reported together")
+	fs.IntVar(&b.numjobs, "conns", 1, "alias of --numjobs")
+	b.runtime = fioDuration(3 * time.Second)
+	fs.Var(&b.runtime, "runtime", "measuring time of each workload (seconds, or with a unit: 500ms)")
+	fs.Var(&b.runtime, "duration", "alias of --runtime")
+	fs.Var(&b.ramp, "ramp_time", "run this long before measuring each workload")
+	fs.IntVar(&b.rate, "rate_iops", 0, "open loop: start this many operations a second in all, latency counted from when each was due (no coordinated omission); 0: as fast as the calls in flight allow")
+	fs.StringVar(&b.size, "size", "256m", "size of the file the bench creates; an existing --file is read as large as it is")
+	fs.StringVar(&b.name, "file", "", "an existing file to read, or a new one to make, in the directory given; default: a new file of the bench's own")
+	fs.BoolVar(&b.overwrite, "overwrite", false, "let a write workload write into an existing --file, destroying what it holds")
+	fs.BoolVar(&b.keep, "keep", false, "keep the file the bench created, instead of removing it at the end")
+	fs.BoolVar(&b.verify, "verify", false, "stamp every 512 bytes written with their offset and check the stamps of every READ; an existing --file is checked as it is (written by a bench with --verify --keep)")
+	fs.StringVar(&b.format, "output-format", "normal", "normal (a table), or json (fio's JSON layout, with the transport's facts under \"rpcrdma\")")
+	fs.Var(&b.status, "status-interval", "print IOPS, MiB/s, p50, p99 and max every this long (seconds, or with a unit)")
+	fs.BoolVar(&b.legacyJSON, "json", false, "the bench's older JSON: a results array of one object per workload")
+}
+
+// fioDuration is a duration as fio takes one: a count of seconds, or a
+// Go duration with its unit.
+type fioDuration time.Duration
+
+func (d *fioDuration) String() string { return time.Duration(*d).String() }
+
+func (d *fioDuration) Set(s string) error {
+	if n, err := strconv.ParseFloat(s, 64); err == nil && n >= 0 {
+		*d = fioDuration(n * float64(time.Second))
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return errors.New("want seconds, or a duration such as 500ms or 2m")
+	}
+	*d = fioDuration(v)
+	return nil
+}
+
+// workloads returns the jobs --rw (or --op and --pattern) name.
+func (b *benchFlags) workloads() ([]string, error) {
+	if b.rw != "" && b.ops != "" {
+		return nil, usagef("--rw and --op: give one of them")
+	}
+	if b.rw == "" {
+		ops := b.ops
+		if ops == "" {
+			ops = "write,read"
+		}
+		var rws []string
+		for _, op := range strings.Split(ops, ",") {
+			for _, pat := range strings.Split(b.patterns, ",") {
+				if op != "read" && op != "write" || pat != "seq" && pat != "rand" {
+					return nil, usagef("--op %q --pattern %q: want read or write, seq or rand", op, pat)
+				}
+				if pat == "rand" {
+					op = "rand" + op
+				}
+				rws = append(rws, op)
+			}
+		}
+		return rws, nil
+	}
+	rws := strings.Split(b.rw, ",")
+	for i, rw := range rws {
+		if rw == "readwrite" {
+			rws[i] = "rw"
+		} else if _, ok := workloadKinds[rw]; !ok {
+			return nil, usagef("--rw %q: want read, write, randread, randwrite, rw, randrw, getattr, lookup, create or readdir", rw)
+		}
+	}
+	return rws, nil
+}
+
+// workloadKinds says, for each --rw, whether it is random and which
+// directions it makes: data reads, data writes, or metadata calls.
+var workloadKinds = map[string]struct {
+	random, reads, writes, meta bool
+}{
+	"read": {reads: true}, "write": {writes: true},
+	"randread": {random: true, reads: true}, "randwrite": {random: true, writes: true},
+	"rw": {reads: true, writes: true}, "randrw": {random: true, reads: true, writes: true},
+	"getattr": {meta: true}, "lookup": {meta: true}, "create": {meta: true}, "readdir": {meta: true},
+}
+
+// parseBSSplit reads fio's bssplit: SIZE/SHARE pairs separated by colons;
+// shares are percentages, and a missing one takes what is left.
+func parseBSSplit(s string) ([]bsShare, error) {
+	var out []bsShare
+	left, open := 100, 0
+	for part := range strings.SplitSeq(s, ":") {
+		size, share, hasShare := strings.Cut(part, "/")
+		n, err := parseSize(size)
+		if err != nil {
+			return nil, usagef("--bssplit %q: %v", s, err)
+		}
+		p := -1
+		if hasShare && share != "" {
+			if p, err = strconv.Atoi(share); err != nil || p < 0 || p > left {
+				return nil, usagef("--bssplit %q: shares are percentages adding up to 100", s)
+			}
+			left -= p
+		} else {
+			open++
+		}
+		out = append(out, bsShare{size: n, pct: p})
+	}
+	for i := range out {
+		if out[i].pct < 0 {
+			out[i].pct = left / open
+		}
+	}
+	return out, nil
+}
+
 func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("nfs bench", "nfs bench [flags] HOST:/export[/dir]", stderr)
 	var f nfsFlags
 	f.register(fs)
-	ops := fs.String("op", "write,read", "operations, in order: read, write (comma-separated)")
-	patterns := fs.String("pattern", "seq", "access patterns: seq, rand (comma-separated)")
-	bsFlag := fs.String("bs", "1m", "block size per READ or WRITE (k, m suffixes)")
-	qd := fs.Int("qd", 8, "calls in flight per connection")
-	nconns := fs.Int("conns", 1, "connections")
-	duration := fs.Duration("duration", 3*time.Second, "measuring time per case")
-	sizeFlag := fs.String("size", "256m", "size of the file the bench creates; an existing --file is read as large as it is")
-	name := fs.String("file", "", "an existing file to read, or a new one to make, in the directory given; default: a new file of the bench's own")
-	overwrite := fs.Bool("overwrite", false, "let a write benchmark write into an existing --file, destroying what it holds")
-	keep := fs.Bool("keep", false, "keep the file the bench created, instead of removing it at the end")
-	jsonOut := fs.Bool("json", false, "print one JSON object with a results array instead of a table")
+	var b benchFlags
+	b.register(fs)
 	if err := f.parse(fs, args, 1); err != nil {
 		return err
 	}
@@ -85,52 +211,71 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !ok {
 		return errNotRemote
 	}
-	bs, err := parseSize(*bsFlag)
+	rws, err := b.workloads()
 	if err != nil {
+		return err
+	}
+	bss := []bsShare{{pct: 100}}
+	if bss[0].size, err = parseSize(b.bs); err != nil {
 		return usagef("--bs: %v", err)
 	}
-	size, err := parseSize(*sizeFlag)
+	if b.bssplit != "" {
+		if bss, err = parseBSSplit(b.bssplit); err != nil {
+			return err
+		}
+	}
+	size, err := parseSize(b.size)
 	if err != nil {
 		return usagef("--size: %v", err)
 	}
 	sizeSet := false
 	fs.Visit(func(fl *flag.Flag) { sizeSet = sizeSet || fl.Name == "size" })
-	if *qd < 1 || *nconns < 1 || size < bs {
-		return usagef("want --qd and --conns at least 1 and --size at least --bs")
-	}
-	type benchCase struct{ op, pat string }
-	var cases []benchCase
-	writes := false
-	for _, op := range strings.Split(*ops, ",") {
-		for _, pat := range strings.Split(*patterns, ",") {
-			if op != "read" && op != "write" || pat != "seq" && pat != "rand" {
-				return usagef("--op %q --pattern %q: want read or write, seq or rand", op, pat)
-			}
-			writes = writes || op == "write"
-			cases = append(cases, benchCase{op, pat})
+	maxBS := 0
+	for _, s := range bss {
+		maxBS = max(maxBS, s.size)
+		if b.verify && s.size%stampSize != 0 {
+			return usagef("--verify: block sizes must be multiples of %d", stampSize)
 		}
 	}
+	switch {
+	case b.iodepth < 1 || b.numjobs < 1 || b.numjobs > 64:
+		return usagef("want --iodepth at least 1 and --numjobs 1 to 64")
+	case size < maxBS:
+		return usagef("--size %s is less than the block size %d", b.size, maxBS)
+	case b.rwmixread < 0 || b.rwmixread > 100:
+		return usagef("--rwmixread %d: want 0 to 100", b.rwmixread)
+	case b.rate < 0:
+		return usagef("--rate_iops %d: want 0 or more", b.rate)
+	case b.format != "normal" && b.format != "json":
+		return usagef("--output-format %q: want normal or json", b.format)
+	}
+	writes := false
+	for _, rw := range rws {
+		writes = writes || workloadKinds[rw].writes
+	}
+
 	mctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	clients := make([]*nfs.Client, *nconns)
+	var conns []*rpcrdma.Conn
+	clients := make([]*nfs.Client, b.numjobs)
 	var dir string
 	for i := range clients {
-		c, p, err := f.mountRemote(mctx, r, nil)
+		c, p, err := f.mountRemote(mctx, r, &conns)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		clients[i], dir = c, p
-		if bs > c.MaxRead() || bs > c.MaxWrite() {
-			return fmt.Errorf("--bs %d is over the server's transfer size (read %d, write %d)", bs, c.MaxRead(), c.MaxWrite())
+		if maxBS > c.MaxRead() || maxBS > c.MaxWrite() {
+			return fmt.Errorf("block size %d is over the server's transfer size (read %d, write %d)", maxBS, c.MaxRead(), c.MaxWrite())
 		}
 	}
 	c0 := clients[0]
-	bf, err := openBenchFile(mctx, c0, dir, *name, benchFileRules{size: size, sizeSet: sizeSet, bs: bs, writes: writes, overwrite: *overwrite})
+	bf, err := openBenchFile(mctx, c0, dir, b.name, benchFileRules{size: size, sizeSet: sizeSet, bs: maxBS, writes: writes, overwrite: b.overwrite})
 	if err != nil {
 		return err
 	}
-	if bf.created && !*keep {
+	if bf.created && !b.keep {
 		defer func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
@@ -139,51 +284,43 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}()
 	}
-	progress := !*jsonOut && isTerminal(stderr)
-	var results []nfsBenchResult
+	run := &nfsBenchRun{clients: clients, conns: &conns, file: bf, bss: bss, b: &b, stderr: stderr,
+		progress: b.format == "normal" && !b.legacyJSON && b.status == 0 && isTerminal(stderr)}
+	var jobs []*jobResult
 	var runErr error
-	for _, bc := range cases {
-		if bc.op == "read" && bf.mayFill {
-			if runErr = fillFile(ctx, c0, bf.fh, uint64(bf.size), bs); runErr != nil {
+	filled := uint64(0)
+	for _, rw := range rws {
+		k := workloadKinds[rw]
+		if bf.mayFill && (k.reads || b.verify) && filled < uint64(bf.size) {
+			if runErr = fillFile(ctx, c0, bf.fh, uint64(bf.size), maxBS, b.verify); runErr != nil {
 				break
 			}
+			filled = uint64(bf.size)
 		}
-		res, err := runNFSBench(ctx, clients, bf.fh, bc.op, bc.pat, bs, bf.size, *qd, *duration, progress, stderr)
-		if res.Ops > 0 || err == nil {
-			res.Transport = f.transport
-			results = append(results, res)
+		res, err := run.job(ctx, rw)
+		if res != nil {
+			jobs = append(jobs, res)
 		}
 		if err != nil {
 			runErr = err
 			break
 		}
 	}
-	if err := printNFSBench(stdout, results, *jsonOut); err != nil {
-		return err
+	rep := benchReport{host: r.host, export: dir, transport: f.transport, file: bf, jobs: jobs, b: &b}
+	var perr error
+	switch {
+	case b.legacyJSON:
+		perr = printNFSBench(stdout, rep.legacy(), true)
+	case b.format == "json":
+		perr = rep.writeFioJSON(stdout)
+	default:
+		perr = printNFSBench(stdout, rep.legacy(), false)
+		rep.writeTransport(stdout)
+	}
+	if perr != nil {
+		return perr
 	}
 	return runErr
-}
-
-// printNFSBench writes the results as a table or as JSON.
-func printNFSBench(w io.Writer, results []nfsBenchResult, jsonOut bool) error {
-	if jsonOut {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Results []nfsBenchResult `json:"results"`
-		}{results})
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "transport\top\tpattern\tbs\tqd\tconns\tops\tops/s\tMB/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tmax µs\tcpu µs/op\t")
-	for _, r := range results {
-		op := strings.ToUpper(r.Op)
-		if r.Partial {
-			op += " (stopped)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t\n", r.Transport, op, r.Pattern,
-			r.Size, r.QueueDep, r.Conns, r.Ops, r.OpsPerSec, r.MBPerSec, r.P50us, r.P90us, r.P99us, r.P999us, r.MaxUs, r.CPUusPerOp)
-	}
-	return tw.Flush()
 }
 
 // benchFileRules say what the bench may do to its file.
@@ -264,18 +401,27 @@ func (bf *benchFile) existing(fh nfs3.FileHandle, a nfs3.Attr, r benchFileRules)
 	return nil
 }
 
-// fillFile writes zeros to fh from its current size up to size, with
-// UNSTABLE WRITEs from one buffer of bs bytes and a COMMIT, so a read
-// benchmark reads data that is there; memory stays at one block whatever
-// the size.
-func fillFile(ctx context.Context, c *nfs.Client, fh nfs3.FileHandle, size uint64, bs int) error {
+// fillFile writes fh up to size with UNSTABLE WRITEs from one buffer of
+// bs bytes and a COMMIT, so a read benchmark reads data that is there:
+// zeros from the file's current size on, or, with stamp, the whole file
+// with every 512 bytes stamped with its offset (stampBlock). Memory stays
+// at one block whatever the size.
+func fillFile(ctx context.Context, c *nfs.Client, fh nfs3.FileHandle, size uint64, bs int, stamp bool) error {
 	a, err := c.Getattr(ctx, fh)
 	if err != nil {
 		return err
 	}
+	from := a.Size
+	if stamp {
+		from = 0
+	}
 	buf := make([]byte, min(bs, c.MaxWrite()))
-	for off := a.Size; off < size; {
-		n, _, _, err := c.Write(ctx, fh, buf[:min(uint64(len(buf)), size-off)], off, nfs3.Unstable)
+	for off := from; off < size; {
+		p := buf[:min(uint64(len(buf)), size-off)]
+		if stamp {
+			stampBlock(p, off)
+		}
+		n, _, _, err := c.Write(ctx, fh, p, off, nfs3.Unstable)
 		if err != nil {
 			return fmt.Errorf("filling the bench file: %w", err)
 		}
@@ -284,121 +430,10 @@ func fillFile(ctx context.Context, c *nfs.Client, fh nfs3.FileHandle, size uint6
 		}
 		off += uint64(n)
 	}
-	if a.Size < size {
+	if from < size {
 		if _, err := c.Commit(ctx, fh); err != nil {
 			return fmt.Errorf("filling the bench file: %w", err)
 		}
 	}
 	return nil
-}
-
-// maxSamples bounds the latencies each worker keeps.
-const maxSamples = 1 << 20
-
-// runNFSBench runs one case: qd workers per client, each issuing op in a
-// loop for d. If ctx ends first (a signal), it returns what the case did
-// until then, marked Partial, with ctx's cause.
-func runNFSBench(parent context.Context, clients []*nfs.Client, fh nfs3.FileHandle, op, pat string, bs, size, qd int,
-	d time.Duration, progress bool, stderr io.Writer) (nfsBenchResult, error) {
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	blocks := uint64(size / bs)
-	var next, done atomic.Uint64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var lats []time.Duration
-	var firstErr error
-	cpu0, _ := processCPU()
-	start := time.Now()
-	deadline := start.Add(d)
-	for w := range len(clients) * qd {
-		c := clients[w%len(clients)]
-		wg.Go(func() {
-			buf := make([]byte, bs)
-			rng := rand.New(rand.NewPCG(uint64(w), 42))
-			var mine []time.Duration
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				blk := next.Add(1) - 1
-				if pat == "rand" {
-					blk = rng.Uint64N(blocks)
-				}
-				off := blk % blocks * uint64(bs)
-				t0 := time.Now()
-				var err error
-				if op == "read" {
-					_, _, err = c.Read(ctx, fh, buf, off)
-				} else {
-					_, _, _, err = c.Write(ctx, fh, buf, off, nfs3.Unstable)
-				}
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil && ctx.Err() == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					cancel()
-					break
-				}
-				if len(mine) < maxSamples {
-					mine = append(mine, time.Since(t0))
-				}
-				done.Add(1)
-			}
-			mu.Lock()
-			lats = append(lats, mine...)
-			mu.Unlock()
-		})
-	}
-	if progress {
-		tick := time.NewTicker(time.Second)
-		stopped := make(chan struct{})
-		go func() { wg.Wait(); close(stopped) }()
-	loop:
-		for {
-			select {
-			case <-tick.C:
-				n := done.Load()
-				el := time.Since(start).Seconds()
-				fmt.Fprintf(stderr, "\r%s %s bs %d: %.0f ops/s %.1f MB/s   ", strings.ToUpper(op), pat, bs, float64(n)/el, float64(n)*float64(bs)/el/1e6)
-			case <-stopped:
-				break loop
-			}
-		}
-		tick.Stop()
-		fmt.Fprint(stderr, "\r\033[K")
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	cpu1, _ := processCPU()
-	if firstErr != nil {
-		return nfsBenchResult{}, firstErr
-	}
-	if op == "write" && parent.Err() == nil {
-		if _, err := clients[0].Commit(parent, fh); err != nil {
-			return nfsBenchResult{}, err
-		}
-	}
-	slices.Sort(lats)
-	pct := func(p float64) float64 {
-		if len(lats) == 0 {
-			return 0
-		}
-		return float64(lats[min(len(lats)-1, int(p*float64(len(lats))))].Nanoseconds()) / 1e3
-	}
-	n := done.Load()
-	var cpuPerOp float64
-	if n > 0 {
-		cpuPerOp = float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / float64(n)
-	}
-	res := nfsBenchResult{
-		Op: op, Pattern: pat, Size: bs, QueueDep: qd, Conns: len(clients), Ops: int(n), Seconds: elapsed.Seconds(),
-		OpsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(n) * float64(bs) / elapsed.Seconds() / 1e6,
-		P50us: pct(0.5), P90us: pct(0.9), P99us: pct(0.99), P999us: pct(0.999), MaxUs: pct(1),
-		CPUusPerOp: cpuPerOp,
-	}
-	if parent.Err() != nil {
-		res.Partial = true
-		return res, context.Cause(parent)
-	}
-	return res, nil
 }

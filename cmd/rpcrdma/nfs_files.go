@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"path"
-	"text/tabwriter"
-	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
 	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
@@ -55,6 +52,7 @@ type remoteFile struct {
 	ctx    context.Context
 	c      *nfs.Client
 	path   string // inside the export
+	full   string // as the argument gave it, from the server's root
 	fh     nfs3.FileHandle
 	attr   nfs3.Attr
 	cancel context.CancelFunc
@@ -62,12 +60,15 @@ type remoteFile struct {
 
 // remoteFileCmd parses the command line of ls or cat and looks its
 // argument up; the caller closes the result.
-func remoteFileCmd(ctx context.Context, name string, args []string, stderr io.Writer) (*remoteFile, error) {
-	f, rest, ctx, cancel, err := fileCmd(ctx, name, name+" [flags] HOST:/export/path", 1, args, stderr, nil)
+func remoteFileCmd(ctx context.Context, name string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*remoteFile, error) {
+	f, rest, ctx, cancel, err := fileCmd(ctx, name, name+" [flags] HOST:/export/path", 1, args, stderr, extra)
 	if err != nil {
 		return nil, err
 	}
 	rf := &remoteFile{ctx: ctx, cancel: cancel}
+	if r, ok := parseRemote(rest[0]); ok {
+		rf.full = path.Clean(r.path)
+	}
 	if rf.c, rf.path, rf.fh, rf.attr, err = f.lookupRemote(ctx, rest[0]); err != nil {
 		cancel()
 		return nil, err
@@ -79,35 +80,6 @@ func remoteFileCmd(ctx context.Context, name string, args []string, stderr io.Wr
 func (rf *remoteFile) close() {
 	rf.c.Close()
 	rf.cancel()
-}
-
-func nfsLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	rf, err := remoteFileCmd(ctx, "ls", args, stderr)
-	if err != nil {
-		return err
-	}
-	defer rf.close()
-	ctx, c, p, fh, a := rf.ctx, rf.c, rf.path, rf.fh, rf.attr
-	tw := tabwriter.NewWriter(stdout, 0, 0, 1, ' ', tabwriter.AlignRight)
-	line := func(name string, a nfs3.Attr) {
-		t := time.Unix(int64(a.Mtime.Seconds), 0).UTC().Format("2006-01-02 15:04")
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t %s\t %s\t\n", modeString(a), a.Nlink, a.UID, a.GID, a.Size, t, name)
-	}
-	if a.Type != nfs3.TypeDir {
-		line(path.Base(p), a)
-		return tw.Flush()
-	}
-	ents, err := c.ReadDirPlus(ctx, fh)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if e.Name == "." || e.Name == ".." {
-			continue
-		}
-		line(e.Name, e.Attr.Attr)
-	}
-	return tw.Flush()
 }
 
 // modeString renders a type and mode as ls -l does.
@@ -128,7 +100,7 @@ func modeString(a nfs3.Attr) string {
 }
 
 func nfsCat(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	rf, err := remoteFileCmd(ctx, "cat", args, stderr)
+	rf, err := remoteFileCmd(ctx, "cat", args, stderr, nil)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestNFSLs: nfs ls looks like ls -l: names left-aligned after the date,
+// link targets, -R with a header per directory, -h sizes, --json, and a
+// name that would drive the terminal printed quoted.
+func TestNFSLs(t *testing.T) {
+	s := startNFSServe(t)
+	os.MkdirAll(filepath.Join(s.dir, "d", "e"), 0o755)
+	os.WriteFile(filepath.Join(s.dir, "d", "big"), make([]byte, 3<<20), 0o644)
+	os.WriteFile(filepath.Join(s.dir, "a"), []byte("x"), 0o600)
+	os.WriteFile(filepath.Join(s.dir, "bad\x1b[2Jname"), nil, 0o644)
+	os.Symlink("d/big", filepath.Join(s.dir, "l"))
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	os.Chtimes(filepath.Join(s.dir, "a"), old, old)
+
+	out, errOut, code := s.nfsRun(t, "ls", "127.0.0.1:/export")
+	if code != 0 {
+		t.Fatalf("exit %d %s", code, errOut)
+	}
+	for _, re := range []string{
+		`(?m)^-rw------- +1 \d+ \d+ +1 Jan  2  2020 a$`,
+		`(?m)^lrwxrwxrwx +1 \d+ \d+ +5 \w{3} [ \d]\d \d\d:\d\d l -> d/big$`,
+		`(?m)^drwxr-xr-x +\d+ \d+ \d+ +\d+ .* d$`,
+		`(?m)^-rw-r--r-- .* "bad\\x1b\[2Jname"$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("ls lacks %s:\n%s", re, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Error("ls printed an escape sequence from a file name")
+	}
+	out, _, _ = s.nfsRun(t, "ls", "-R", "-h", "127.0.0.1:/export")
+	if !regexp.MustCompile(`(?s)^/export:\n.*\n\n/export/d:\n.* 3\.0M .* big\n.*\n\n/export/d/e:\n$`).MatchString(out) {
+		t.Errorf("ls -R -h:\n%s", out)
+	}
+	out, _, _ = s.nfsRun(t, "ls", "--json", "127.0.0.1:/export/l")
+	var ents []lsEntry
+	if err := json.Unmarshal([]byte(out), &ents); err != nil || len(ents) != 1 || ents[0].Target != "d/big" || ents[0].Type != "symlink" || ents[0].Path != "/export/l" {
+		t.Errorf("ls --json: %v %+v\n%s", err, ents, out)
+	}
+}
+
+func TestHumanLS(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0", 1023: "1023", 1024: "1.0K", 1025: "1.1K", 3 << 20: "3.0M", 100 << 20: "100M", 10<<30 + 1: "11G"} {
+		if got := humanLS(n); got != want {
+			t.Errorf("humanLS(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
