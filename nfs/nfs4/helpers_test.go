@@ -161,7 +161,7 @@ func fill(rng *rand.Rand, v reflect.Value) {
 		v.SetString(string(randBytes(rng, rng.IntN(40))))
 	case reflect.Slice:
 		if v.Type().Elem().Kind() == reflect.Uint8 {
-			v.SetBytes(randBytes(rng, rng.IntN(3000)))
+			v.SetBytes(randBytes(rng, rng.IntN(OpaqueLimit+1)))
 			return
 		}
 		n := rng.IntN(4)
@@ -185,6 +185,10 @@ func fill(rng *rand.Rand, v reflect.Value) {
 			}
 		}
 	case reflect.Pointer:
+		if rng.IntN(2) == 0 {
+			v.SetZero()
+			return
+		}
 		v.Set(reflect.New(v.Type().Elem()))
 		fill(rng, v.Elem())
 	}
@@ -233,6 +237,10 @@ func fillSpecial(rng *rand.Rand, v reflect.Value) bool {
 // fillMore fills the enums of the operations.
 func fillMore(rng *rand.Rand, v reflect.Value) bool {
 	switch v.Type() {
+	case reflect.TypeFor[ChannelDir]():
+		setEnum(rng, v, 1, 2, 3)
+	case reflect.TypeFor[rpc.AuthFlavor]():
+		setEnum(rng, v, 0, 1)
 	default:
 		return false
 	}

@@ -1,0 +1,318 @@
+package nfs4
+
+import (
+	"strconv"
+
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
+)
+
+// Op is nfs_opnum4 (RFC 8881 Section 16.2.1; RFC 5662), the number of an
+// operation in a COMPOUND.
+type Op uint32
+
+// The operations of RFC 8881 Section 18. Those marked "not in 4.1" are
+// NFSv4.0's and MUST NOT be used in NFSv4.1.
+const (
+	OpAccess             Op = 3
+	OpClose              Op = 4
+	OpCommit             Op = 5
+	OpCreate             Op = 6
+	OpDelegPurge         Op = 7
+	OpDelegReturn        Op = 8
+	OpGetattr            Op = 9
+	OpGetFH              Op = 10
+	OpLink               Op = 11
+	OpLock               Op = 12
+	OpLockT              Op = 13
+	OpLockU              Op = 14
+	OpLookup             Op = 15
+	OpLookupP            Op = 16
+	OpNVerify            Op = 17
+	OpOpen               Op = 18
+	OpOpenAttr           Op = 19
+	OpOpenConfirm        Op = 20 // not in 4.1
+	OpOpenDowngrade      Op = 21
+	OpPutFH              Op = 22
+	OpPutPubFH           Op = 23
+	OpPutRootFH          Op = 24
+	OpRead               Op = 25
+	OpReaddir            Op = 26
+	OpReadlink           Op = 27
+	OpRemove             Op = 28
+	OpRename             Op = 29
+	OpRenew              Op = 30 // not in 4.1
+	OpRestoreFH          Op = 31
+	OpSaveFH             Op = 32
+	OpSecinfo            Op = 33
+	OpSetattr            Op = 34
+	OpSetClientID        Op = 35 // not in 4.1
+	OpSetClientIDConfirm Op = 36 // not in 4.1
+	OpVerify             Op = 37
+	OpWrite              Op = 38
+	OpReleaseLockOwner   Op = 39 // not in 4.1
+	OpBackchannelCtl     Op = 40
+	OpBindConnToSession  Op = 41
+	OpExchangeID         Op = 42
+	OpCreateSession      Op = 43
+	OpDestroySession     Op = 44
+	OpFreeStateID        Op = 45
+	OpGetDirDelegation   Op = 46
+	OpGetDeviceInfo      Op = 47
+	OpGetDeviceList      Op = 48
+	OpLayoutCommit       Op = 49
+	OpLayoutGet          Op = 50
+	OpLayoutReturn       Op = 51
+	OpSecinfoNoName      Op = 52
+	OpSequence           Op = 53
+	OpSetSSV             Op = 54
+	OpTestStateID        Op = 55
+	OpWantDelegation     Op = 56
+	OpDestroyClientID    Op = 57
+	OpReclaimComplete    Op = 58
+	OpIllegal            Op = 10044
+)
+
+var opNames = [...]string{
+	"ACCESS", "CLOSE", "COMMIT", "CREATE", "DELEGPURGE", "DELEGRETURN", "GETATTR", "GETFH", "LINK",
+	"LOCK", "LOCKT", "LOCKU", "LOOKUP", "LOOKUPP", "NVERIFY", "OPEN", "OPENATTR", "OPEN_CONFIRM",
+	"OPEN_DOWNGRADE", "PUTFH", "PUTPUBFH", "PUTROOTFH", "READ", "READDIR", "READLINK", "REMOVE",
+	"RENAME", "RENEW", "RESTOREFH", "SAVEFH", "SECINFO", "SETATTR", "SETCLIENTID",
+	"SETCLIENTID_CONFIRM", "VERIFY", "WRITE", "RELEASE_LOCKOWNER", "BACKCHANNEL_CTL",
+	"BIND_CONN_TO_SESSION", "EXCHANGE_ID", "CREATE_SESSION", "DESTROY_SESSION", "FREE_STATEID",
+	"GET_DIR_DELEGATION", "GETDEVICEINFO", "GETDEVICELIST", "LAYOUTCOMMIT", "LAYOUTGET",
+	"LAYOUTRETURN", "SECINFO_NO_NAME", "SEQUENCE", "SET_SSV", "TEST_STATEID", "WANT_DELEGATION",
+	"DESTROY_CLIENTID", "RECLAIM_COMPLETE",
+}
+
+// String returns the operation's name in RFC 8881 (SEQUENCE, ILLEGAL),
+// or its number if it has none.
+func (o Op) String() string {
+	switch {
+	case o >= OpAccess && o <= OpReclaimComplete:
+		return opNames[o-OpAccess]
+	case o == OpIllegal:
+		return "ILLEGAL"
+	}
+	return "op(" + strconv.FormatUint(uint64(o), 10) + ")"
+}
+
+// ArgOp is one operation's arguments in a COMPOUND: an nfs_argop4 arm
+// (RFC 8881 Section 16.2.1). Append and Decode handle the arguments
+// only; CompoundArgs writes and reads the operation number before them.
+type ArgOp interface {
+	Op() Op
+	Append(*rpc.Body)
+	Decode(*rpc.BodyDecoder) error
+}
+
+// ResOp is one operation's results in a COMPOUND reply: an nfs_resop4 arm
+// (RFC 8881 Section 16.2.2), a union on its status. OpStatus returns that
+// status. Like ArgOp, it leaves the operation number to CompoundRes.
+type ResOp interface {
+	Op() Op
+	OpStatus() Stat
+	Append(*rpc.Body)
+	Decode(*rpc.BodyDecoder) error
+}
+
+// UnknownOpError: a COMPOUND or CB_COMPOUND holds an operation this codec
+// does not decode. XDR gives no length for an operation, so nothing after
+// it can be found: the whole message fails, and the decoded operations
+// before it are kept (a server runs them and answers the bad one, RFC
+// 8881 Section 15.2: NFS4ERR_OP_ILLEGAL for a number outside the
+// protocol, NFS4ERR_NOTSUPP for one it lacks).
+type UnknownOpError struct {
+	Op       uint32 // the operation number
+	Index    int    // its place in the operation array
+	Callback bool   // in a CB_COMPOUND
+}
+
+func (e *UnknownOpError) Error() string {
+	kind, name := "COMPOUND", Op(e.Op).String()
+	if name[len(name)-1] == ')' {
+		name = "unknown"
+	}
+	return "nfs4: " + kind + " operation " + strconv.FormatUint(uint64(e.Op), 10) + " (" + name + ") at index " +
+		strconv.Itoa(e.Index) + " is not decoded by this codec, so nothing after it can be"
+}
+
+// CompoundArgs is COMPOUND4args (RFC 8881 Section 16.2): the arguments of
+// NFSPROC4_COMPOUND.
+type CompoundArgs struct {
+	Tag          string
+	MinorVersion uint32 // MinorVersion for NFSv4.1
+	Ops          []ArgOp
+}
+
+// Append appends the encoded arguments to b: DDP-eligible items (WRITE
+// data, CREATE link text) are held apart, not copied, and must stay
+// unchanged until the call returns.
+func (c *CompoundArgs) Append(b *rpc.Body) {
+	b.XDR = appendString(b.XDR, c.Tag)
+	b.XDR = xdr.AppendUint32(b.XDR, c.MinorVersion)
+	b.XDR = xdr.AppendUint32(b.XDR, uint32(len(c.Ops)))
+	for _, op := range c.Ops {
+		b.XDR = xdr.AppendUint32(b.XDR, uint32(op.Op()))
+		op.Append(b)
+	}
+}
+
+// Decode decodes the arguments and returns d's sticky error: at most
+// MaxOps operations, each a new value of its type; an operation this
+// codec does not decode fails with an *UnknownOpError (see there).
+// Decoded values alias d's memory as each type says.
+func (c *CompoundArgs) Decode(d *rpc.BodyDecoder) error {
+	c.Tag = d.Str(MaxTag)
+	c.MinorVersion = d.Uint32()
+	n := d.Count(MaxOps, 4)
+	c.Ops = c.Ops[:0]
+	for i := range n {
+		num := d.Uint32()
+		if d.Err() != nil {
+			break
+		}
+		op := newArgOp(Op(num))
+		if op == nil {
+			d.Fail(&UnknownOpError{Op: num, Index: i})
+			break
+		}
+		if op.Decode(d) != nil {
+			break
+		}
+		c.Ops = append(c.Ops, op)
+	}
+	if c.Ops != nil && len(c.Ops) == 0 {
+		c.Ops = nil
+	}
+	return d.Err()
+}
+
+// CompoundRes is COMPOUND4res (RFC 8881 Section 16.2): the results of
+// NFSPROC4_COMPOUND. Status is that of the last operation run; Ops holds
+// the results of the operations run, which end at the first that failed
+// (RFC 8881 Section 16.2.3).
+type CompoundRes struct {
+	Status Stat
+	Tag    string
+	Ops    []ResOp
+}
+
+// Append appends the encoded results to b; DDP-eligible items (READ data,
+// READLINK link text) are held apart, not copied, and must stay unchanged
+// until the transport has sent them.
+func (c *CompoundRes) Append(b *rpc.Body) {
+	b.XDR = xdr.AppendUint32(b.XDR, uint32(c.Status))
+	b.XDR = appendString(b.XDR, c.Tag)
+	b.XDR = xdr.AppendUint32(b.XDR, uint32(len(c.Ops)))
+	for _, op := range c.Ops {
+		b.XDR = xdr.AppendUint32(b.XDR, uint32(op.Op()))
+		op.Append(b)
+	}
+}
+
+// Decode decodes the results and returns d's sticky error. A caller may
+// pass in Ops the result values it wants filled, as a client does with
+// the ones matching its request's operations (ReadRes with Buf set, say):
+// the i-th result decodes into Ops[i] when that is of the operation the
+// reply names, and into a new value otherwise. Ops ends up holding the
+// results the reply has. An operation this codec does not decode fails
+// with an *UnknownOpError.
+func (c *CompoundRes) Decode(d *rpc.BodyDecoder) error {
+	c.Status = Stat(d.Uint32())
+	c.Tag = d.Str(MaxTag)
+	n := d.Count(MaxOps, 8)
+	given := c.Ops
+	c.Ops = c.Ops[:0]
+	for i := range n {
+		num := d.Uint32()
+		if d.Err() != nil {
+			break
+		}
+		var op ResOp
+		if i < len(given) && given[i] != nil && given[i].Op() == Op(num) {
+			op = given[i]
+		} else if op = newResOp(Op(num)); op == nil {
+			d.Fail(&UnknownOpError{Op: num, Index: i})
+			break
+		}
+		if op.Decode(d) != nil {
+			break
+		}
+		c.Ops = append(c.Ops, op)
+	}
+	if c.Ops != nil && len(c.Ops) == 0 {
+		c.Ops = nil
+	}
+	return d.Err()
+}
+
+// newArgOp returns a new arguments value for op, or nil if this codec
+// does not decode op.
+func newArgOp(op Op) ArgOp {
+	switch op {
+	case OpBindConnToSession:
+		return &BindConnToSessionArgs{}
+	case OpExchangeID:
+		return &ExchangeIDArgs{}
+	case OpCreateSession:
+		return &CreateSessionArgs{}
+	case OpDestroySession:
+		return &DestroySessionArgs{}
+	case OpSequence:
+		return &SequenceArgs{}
+	case OpDestroyClientID:
+		return &DestroyClientIDArgs{}
+	case OpReclaimComplete:
+		return &ReclaimCompleteArgs{}
+	case OpIllegal:
+		return &IllegalArgs{}
+	}
+	return nil
+}
+
+// newResOp returns a new results value for op, or nil if this codec does
+// not decode op.
+func newResOp(op Op) ResOp {
+	switch op {
+	case OpBindConnToSession:
+		return &BindConnToSessionRes{}
+	case OpExchangeID:
+		return &ExchangeIDRes{}
+	case OpCreateSession:
+		return &CreateSessionRes{}
+	case OpDestroySession:
+		return &DestroySessionRes{}
+	case OpSequence:
+		return &SequenceRes{}
+	case OpDestroyClientID:
+		return &DestroyClientIDRes{}
+	case OpReclaimComplete:
+		return &ReclaimCompleteRes{}
+	case OpIllegal:
+		return &IllegalRes{}
+	}
+	return nil
+}
+
+// IllegalArgs is the empty arguments of OP_ILLEGAL (RFC 8881 Section
+// 18.52), which a client sends only to test a server.
+type IllegalArgs struct{}
+
+func (*IllegalArgs) Op() Op                          { return OpIllegal }
+func (*IllegalArgs) Append(*rpc.Body)                {}
+func (*IllegalArgs) Decode(d *rpc.BodyDecoder) error { return d.Err() }
+
+// IllegalRes is ILLEGAL4res (RFC 8881 Section 18.52): a server's answer
+// to an operation number it does not know, with ErrOpIllegal.
+type IllegalRes struct{ Status Stat }
+
+func (*IllegalRes) Op() Op           { return OpIllegal }
+func (r *IllegalRes) OpStatus() Stat { return r.Status }
+func (r *IllegalRes) Append(b *rpc.Body) {
+	b.XDR = xdr.AppendUint32(b.XDR, uint32(r.Status))
+}
+func (r *IllegalRes) Decode(d *rpc.BodyDecoder) error {
+	r.Status = Stat(d.Uint32())
+	return d.Err()
+}
