@@ -132,6 +132,7 @@ type link struct {
 	// failure completes the pending calls instead, so that a call's wait
 	// selects on two channels, not three.
 	lost     chan struct{}
+	lostErr  error         // why: the transport's error, set before lost is closed
 	recvDone chan struct{} // closed once t's last message was delivered and its reader has exited
 	received atomic.Uint64 // messages delivered (DialClient only)
 
@@ -784,6 +785,7 @@ func (c *Client) lose(l *link, err error) {
 		}
 	}
 	c.mu.Unlock()
+	l.lostErr = err
 	close(l.lost)
 }
 

@@ -8,6 +8,10 @@ package rpc
 // transport, waits for its last delivery, and dials until a dial succeeds,
 // waiting longer after each failure (backoff), or until it has failed
 // ReconnectConfig.Attempts times in a row, when the Client fails for good.
+// A connection the peer closes, with calls waiting, before answering any
+// (a hang-up: a server of another protocol on the port, or one refusing
+// the client after accepting it) is a failed attempt too, so that calls
+// do not wait out their contexts while the same thing happens again.
 //
 // The calls are sent again only on a new connection, never on the one
 // they were sent on: an RPC-over-RDMA requester may not send more calls
@@ -45,10 +49,13 @@ type ReconnectConfig struct {
 	// redialed in a tight loop.
 	MinBackoff, MaxBackoff time.Duration
 
-	// Attempts is how many dials in a row may fail before the Client
+	// Attempts is how many attempts in a row may fail before the Client
 	// gives up: its pending and later calls then fail with a *ConnError
-	// wrapping the last dial's error. 0 means no limit; a call then waits
-	// for a connection as long as its context allows.
+	// wrapping the last failure's error. An attempt fails when its dial
+	// fails, or when the peer closes the connection it made, with calls
+	// waiting, before answering anything (a hang-up). 0 means no limit on
+	// failed dials (a call then waits for a connection as long as its
+	// context allows), and gives up after 5 hang-ups in a row.
 	Attempts int
 
 	// FailPending makes calls in flight when their connection is lost
@@ -79,6 +86,11 @@ type ReconnectConfig struct {
 const (
 	defaultMinBackoff = 100 * time.Millisecond
 	defaultMaxBackoff = 30 * time.Second
+	// defaultHangUps is how many hang-ups in a row a Client without
+	// ReconnectConfig.Attempts takes before giving up: a peer that
+	// accepts each connection and closes it unanswered is no server of
+	// the calls, however long they wait.
+	defaultHangUps = 5
 )
 
 // DialClient dials a first transport with cfg.Dial and returns a Client
@@ -132,6 +144,14 @@ type reconnector struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when run returns
 	backoff backoff
+
+	// failed counts the attempts (redials) in a row that failed: dials
+	// that failed, of which dialsFailed counts, and hang-ups. hungUp
+	// counts the hang-ups in the same run of failures, that of the
+	// connection lost first included; hungUpBy names the peer of the
+	// last. Only run and redial use them.
+	failed, dialsFailed, hungUp int
+	hungUpBy                    string
 }
 
 // stop ends the reconnecting and waits for run to return; the Client has
@@ -145,15 +165,38 @@ func (re *reconnector) stop() {
 func (re *reconnector) run(l *link) {
 	defer close(re.done)
 	c := re.c
+	redialed := false // l was made by redial, not DialClient
 	for {
-		idle, ok := re.watch(l)
+		idle, ours, ok := re.watch(l)
 		if !ok {
 			return
 		}
 		c.closeLink(l)
 		<-l.recvDone
-		if l.received.Load() > 0 {
+		switch {
+		case l.received.Load() > 0:
 			re.backoff.reset()
+			re.failed, re.dialsFailed, re.hungUp = 0, 0, 0
+		case !ours && c.hasPending():
+			// A hang-up. That of a connection made by a redial is a
+			// failed attempt; the first connection's loss only starts
+			// the redials.
+			if redialed {
+				re.failed++
+			}
+			re.hungUp++
+			re.hungUpBy = "the server"
+			if a := remoteAddr(l.t); a != nil {
+				re.hungUpBy = a.String()
+			}
+			if re.givingUp() {
+				c.fail(&ConnError{Err: re.giveUpError(l.lostErr)})
+				return
+			}
+		default:
+			// Ended by a timeout, or with nothing to send: the dial
+			// succeeded, and nothing failed.
+			re.failed, re.dialsFailed, re.hungUp = 0, 0, 0
 		}
 		if idle {
 			// Dial again when a call needs a connection.
@@ -166,6 +209,7 @@ func (re *reconnector) run(l *link) {
 		if l = re.redial(); l == nil {
 			return
 		}
+		redialed = true
 		// Counted before start publishes the link: a call resent on it
 		// may complete at once, and its caller then reads Stats.
 		c.stats.reconnects.Add(1)
@@ -177,17 +221,17 @@ func (re *reconnector) run(l *link) {
 
 // watch waits until l is lost, ending it first if ReplyTimeout passes
 // with calls waiting on it and nothing received, or if IdleTimeout passes
-// with no call at all; idle reports the latter. ok is false if the Client
-// fails first.
-func (re *reconnector) watch(l *link) (idle, ok bool) {
+// with no call at all; ours reports that it ended l, idle that it did so
+// for the latter. ok is false if the Client fails first.
+func (re *reconnector) watch(l *link) (idle, ours, ok bool) {
 	c := re.c
 	reply, idleAfter := re.cfg.ReplyTimeout, re.cfg.IdleTimeout
 	if reply <= 0 && idleAfter <= 0 {
 		select {
 		case <-l.lost:
-			return false, true
+			return false, false, true
 		case <-c.dead:
-			return false, false
+			return false, false, false
 		}
 	}
 	period := time.Hour
@@ -204,9 +248,9 @@ func (re *reconnector) watch(l *link) (idle, ok bool) {
 	for {
 		select {
 		case <-l.lost:
-			return idle, true
+			return idle, ours, true
 		case <-c.dead:
-			return idle, false
+			return idle, ours, false
 		case <-tick.C:
 			// The time now, not the tick's: a tick read late (this
 			// goroutine kept waiting on a loaded machine) would count
@@ -217,12 +261,13 @@ func (re *reconnector) watch(l *link) (idle, ok bool) {
 			}
 			if reply > 0 && silent.observe(now, l.received.Load(), c.waitingOn(l)) >= reply {
 				c.stats.timeouts.Add(1)
+				ours = true
 				c.closeLink(l) // its transport then fails, and lose follows
 				silent = silence{}
 			}
 			if idleAfter > 0 && c.idleFor(now, &started, &busyAt) >= idleAfter {
 				c.stats.idleCloses.Add(1)
-				idle = true
+				idle, ours = true, true
 				c.closeLink(l)
 			}
 		}
@@ -260,12 +305,45 @@ func (c *Client) waitingOn(l *link) bool {
 	return false
 }
 
+// hasPending reports whether calls are waiting for their replies, sent
+// or not.
+func (c *Client) hasPending() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending.Len() > 0
+}
+
+// givingUp reports whether the attempts that failed in a row are as many
+// as the Client takes.
+func (re *reconnector) givingUp() bool {
+	if re.cfg.Attempts > 0 {
+		return re.failed >= re.cfg.Attempts
+	}
+	return re.hungUp >= defaultHangUps
+}
+
+// giveUpError returns the error the Client fails with when it gives up,
+// the last attempt having failed with err.
+func (re *reconnector) giveUpError(err error) error {
+	if ce, ok := errors.AsType[*ConnError](err); ok && ce.Err != nil {
+		err = ce.Err // the cause; the Client's error is a *ConnError itself
+	}
+	switch {
+	case re.hungUp == 0:
+		return fmt.Errorf("rpc: reconnecting: %d dials failed, the last with: %w", re.dialsFailed, err)
+	case re.dialsFailed == 0:
+		return fmt.Errorf("%s keeps closing the connection before answering: closed %d connections in a row (the last: %w)", re.hungUpBy, re.hungUp, err)
+	}
+	return fmt.Errorf("reconnecting: %s closed %d connections in a row before answering, and %d dials failed; the last: %w",
+		re.hungUpBy, re.hungUp, re.dialsFailed, err)
+}
+
 // redial dials until a dial succeeds, returning the new link, or until the
 // Client is closed or gives up (nil).
 func (re *reconnector) redial() *link {
 	c := re.c
 	var timer *time.Timer
-	for failed := 0; ; {
+	for {
 		if d := re.backoff.wait(); d > 0 {
 			if timer == nil {
 				timer = time.NewTimer(d)
@@ -287,9 +365,10 @@ func (re *reconnector) redial() *link {
 			return nil
 		}
 		c.stats.dialErrors.Add(1)
-		failed++
-		if re.cfg.Attempts > 0 && failed >= re.cfg.Attempts {
-			c.fail(&ConnError{Err: fmt.Errorf("rpc: reconnecting: %d dials failed, the last with: %w", failed, err)})
+		re.failed++
+		re.dialsFailed++
+		if re.givingUp() {
+			c.fail(&ConnError{Err: re.giveUpError(err)})
 			return nil
 		}
 	}
