@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"errors"
+	"io"
 	"net"
 	"strconv"
 )
@@ -165,8 +166,11 @@ type ConnError struct {
 }
 
 func (e *ConnError) Error() string {
-	if e.Err == nil || e.Err == net.ErrClosed {
+	switch e.Err {
+	case nil, net.ErrClosed:
 		return "rpc: connection closed"
+	case io.EOF:
+		return "rpc: connection failed: the peer closed it (EOF)"
 	}
 	return "rpc: connection failed: " + e.Err.Error()
 }

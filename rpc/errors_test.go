@@ -2,6 +2,8 @@ package rpc
 
 import (
 	"errors"
+	"io"
+	"net"
 	"testing"
 )
 
@@ -35,6 +37,26 @@ func TestAcceptErrorWords(t *testing.T) {
 		}
 		if !errors.Is(tt.err, tt.is) {
 			t.Errorf("%q does not match %v", tt.want, tt.is)
+		}
+	}
+}
+
+// TestConnErrorWords: a connection the peer closed says so in words.
+func TestConnErrorWords(t *testing.T) {
+	for _, tt := range []struct {
+		err  *ConnError
+		want string
+	}{
+		{&ConnError{}, "rpc: connection closed"},
+		{&ConnError{Err: net.ErrClosed}, "rpc: connection closed"},
+		{&ConnError{Err: io.EOF}, "rpc: connection failed: the peer closed it (EOF)"},
+		{&ConnError{Err: io.ErrUnexpectedEOF}, "rpc: connection failed: unexpected EOF"},
+	} {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("%#v: %q, want %q", tt.err.Err, got, tt.want)
+		}
+		if !errors.Is(tt.err, net.ErrClosed) || tt.err.Err != nil && !errors.Is(tt.err, tt.err.Err) {
+			t.Errorf("%q does not match net.ErrClosed and its cause", tt.want)
 		}
 	}
 }
