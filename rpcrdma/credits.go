@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Credits (RFC 5666 section 3.3; RFC 8166 section 3.3.1).
@@ -15,6 +17,20 @@ import (
 // delta), a grant of zero is a protocol violation that would deadlock the
 // requester, and a requester clamps a large grant to the receives it can
 // post for replies.
+//
+// Every decision about how many credits there are is made here; the
+// connection's code asks. A requester asks for Config.Credits in every
+// call, posts a receive for each plus one spare and the backward calls it
+// grants, and has at most that many calls in flight
+// (requesterRecvs, callCapacity, creditWindow). A responder grants
+// GrantPolicy's largest, never more than the receives it posts less two
+// for messages outside the credit count and those of the backward
+// direction (responderRecvs, fixedGrant); with a Listener's shared
+// receive pool (pool.go) the grant starts at one (sharedFirstGrant) and
+// moves (grantState): raiseTo decides when and how far
+// it rises, review when and how far it falls, and settle when the
+// receives of a lowered grant may go back to the pool. The pool decides
+// only whether it has the receives to promise.
 
 // creditWindow is the requester's view: the grant and the calls in flight.
 // Acquire blocks until a call may be sent. It is safe for concurrent use.
@@ -153,3 +169,141 @@ func (p GrantPolicy) Grant(requested uint32) uint32 {
 	}
 	return min(max(requested, 1), limit)
 }
+
+// sharedGrantCap caps the grant of a connection receiving from a shared
+// pool.
+const sharedGrantCap = 32
+
+// reviewPeriod is how often, at most, a shared pool's connection's grant
+// is reviewed: lowered to the most calls it had unanswered at once in
+// that time.
+const reviewPeriod = time.Second
+
+// reclaimDelay is how long the receives of a lowered grant stay promised
+// to its connection: time for the requester to have the reply that lowered
+// it, so that calls it sent under the larger grant are not taken for
+// overruns.
+const reclaimDelay = time.Second
+
+// requesterRecvs returns the receives a requester asking for credits
+// posts: one per call it may have in flight, one spare, and one per
+// backward call it grants, back (RFC 8167, "Client Receive Buffers").
+func requesterRecvs(credits uint32, back int) int { return int(credits) + 1 + back }
+
+// responderRecvs returns the receives a responder whose largest grant is
+// grantMax posts: one per credit, two for messages outside the credit
+// count (RDMA_DONE, a stray error), and one per backward call it may
+// have outstanding, back (RFC 8167, "Server Receive Buffers"). With a
+// shared pool the grant is capped at sharedGrantCap: what is in flight
+// on a connection is bounded by queues sized at setup, which an idle
+// connection should not pay for in full.
+func responderRecvs(grantMax uint32, back int, shared bool) int {
+	if shared {
+		grantMax = min(grantMax, sharedGrantCap)
+	}
+	return int(grantMax) + 2 + back
+}
+
+// sharedFirstGrant is the grant a connection receiving from a shared
+// pool starts with, promised by the pool when it is accepted.
+const sharedFirstGrant = 1
+
+// callCapacity returns the most calls a requester that asked for asked
+// credits has in flight, given the receives it posted, recvs, of which
+// one is spare and back are for backward calls: the largest grant it
+// takes.
+func callCapacity(asked uint32, recvs, back int) uint32 {
+	return min(max(asked, 1), uint32(max(recvs-1-back, 1)))
+}
+
+// fixedGrant returns the grant of a responder without a shared pool: the
+// policy's largest, never more than the receives posted, recvs, less two
+// for messages outside the credit count and back for backward calls.
+func fixedGrant(p GrantPolicy, recvs, back int) uint32 {
+	return min(p.Grant(^uint32(0)), uint32(max(recvs-2-back, 1)))
+}
+
+// grantState is the grant a responder offers in every reply and, with a
+// shared pool, what moves it (RFC 8166 Section 3.3.1 lets a responder
+// adjust it either way): the most calls unanswered at once since the
+// last review, when that was, a larger grant it was lowered from that the
+// requester may still act on (0: none), and when it was last lowered.
+// cur may be read by anyone; the rest, and every change of cur, belong to
+// whoever holds the responder's mu.
+type grantState struct {
+	cur      atomic.Uint32
+	peak     int
+	reviewed time.Time
+	ceiling  uint32
+	lowered  time.Time
+}
+
+// load returns the grant in force.
+func (g *grantState) load() uint32 { return g.cur.Load() }
+
+// busy records that npending calls are unanswered, for the next review.
+func (g *grantState) busy(npending int) { g.peak = max(g.peak, npending) }
+
+// raiseTo returns the grant to raise g to, and true, when a call
+// received leaves npending calls unanswered, keeping the whole grant
+// busy, and its requester asked for requested credits, more than it has:
+// the grant doubles, up to requested, the policy p's largest and
+// sharedGrantCap (only a shared pool's grant is ever raised). The caller
+// raises it (cur.Store) once it has the receives for it.
+func (g *grantState) raiseTo(npending int, requested uint32, p GrantPolicy) (uint32, bool) {
+	cur := g.cur.Load()
+	if npending < int(cur) || requested <= cur {
+		return 0, false
+	}
+	limit := min(p.Grant(^uint32(0)), requested, sharedGrantCap)
+	if cur >= limit {
+		return 0, false
+	}
+	return cur + min(cur, limit-cur), true
+}
+
+// review returns the grant a reply carries that leaves npending calls
+// unanswered: g's, or, when none is unanswered and reviewPeriod has
+// passed since the last review (the first review period starts with the
+// first reply), the most calls unanswered at once since then, never
+// below one, to which g is lowered. It reports whether it lowered g;
+// the receives of the larger grant then stay promised for reclaimDelay
+// (settle). now is called only when the review may be due.
+func (g *grantState) review(npending int, now func() time.Time) (uint32, bool) {
+	cur := g.cur.Load()
+	if npending > 0 {
+		return cur, false
+	}
+	t := now()
+	if g.reviewed.IsZero() {
+		g.reviewed = t
+	}
+	if t.Sub(g.reviewed) < reviewPeriod {
+		return cur, false
+	}
+	used := uint32(max(g.peak, 1))
+	g.peak, g.reviewed = 0, t
+	if used >= cur {
+		return cur, false
+	}
+	g.ceiling = max(g.ceiling, cur)
+	g.lowered = t
+	g.cur.Store(used)
+	return used, true
+}
+
+// settle returns how much longer the receives of a lowered grant must
+// stay promised, reclaimDelay after it was last lowered; at zero the
+// requester has had time to see the lower grant, and the ceiling is
+// forgotten.
+func (g *grantState) settle(now time.Time) time.Duration {
+	if d := now.Sub(g.lowered); d < reclaimDelay {
+		return reclaimDelay - d
+	}
+	g.ceiling = 0
+	return 0
+}
+
+// bound returns the largest grant the requester may be acting on: the
+// grant, or a larger one it may not yet have seen lowered.
+func (g *grantState) bound() uint32 { return max(g.cur.Load(), g.ceiling) }

@@ -3,6 +3,7 @@ package rpcrdma
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -142,5 +143,117 @@ func TestGrantPolicy(t *testing.T) {
 		if got := tt.p.Grant(tt.requested); got != tt.want {
 			t.Errorf("%+v.Grant(%d) = %d, want %d", tt.p, tt.requested, got, tt.want)
 		}
+	}
+}
+
+func TestCreditCounts(t *testing.T) {
+	if n := requesterRecvs(8, 3); n != 8+1+3 {
+		t.Errorf("requesterRecvs(8, 3) = %d, want 12", n)
+	}
+	if n := responderRecvs(128, 0, false); n != 130 {
+		t.Errorf("responderRecvs(128, 0, false) = %d, want 130", n)
+	}
+	if n := responderRecvs(128, 2, true); n != sharedGrantCap+2+2 {
+		t.Errorf("responderRecvs(128, 2, true) = %d, want %d", n, sharedGrantCap+4)
+	}
+	for _, tt := range []struct {
+		asked       uint32
+		recvs, back int
+		want        uint32
+	}{
+		{8, 12, 3, 8},
+		{8, 6, 0, 5}, // fewer receives than asked for: clamped
+		{0, 6, 0, 1}, // never below one
+		{8, 1, 3, 1},
+	} {
+		if got := callCapacity(tt.asked, tt.recvs, tt.back); got != tt.want {
+			t.Errorf("callCapacity(%d, %d, %d) = %d, want %d", tt.asked, tt.recvs, tt.back, got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		p           GrantPolicy
+		recvs, back int
+		want        uint32
+	}{
+		{GrantPolicy{Max: 16}, 23, 5, 16},
+		{GrantPolicy{}, 64, 5, 57}, // at the provider's depth: the receives bound it
+		{GrantPolicy{}, 2, 0, 1},   // never zero (RFC 8166 Section 3.3.1)
+	} {
+		if got := fixedGrant(tt.p, tt.recvs, tt.back); got != tt.want {
+			t.Errorf("fixedGrant(%+v, %d, %d) = %d, want %d", tt.p, tt.recvs, tt.back, got, tt.want)
+		}
+	}
+}
+
+// TestGrantStateRaise: a grant doubles while calls keep it busy and the
+// requester asks for more, up to what it asks, the policy and
+// sharedGrantCap.
+func TestGrantStateRaise(t *testing.T) {
+	var g grantState
+	g.cur.Store(sharedFirstGrant)
+	if _, ok := g.raiseTo(0, 64, GrantPolicy{}); ok {
+		t.Error("raised with no call unanswered")
+	}
+	if _, ok := g.raiseTo(1, 1, GrantPolicy{}); ok {
+		t.Error("raised beyond what the requester asked for")
+	}
+	var seen []uint32
+	for {
+		want, ok := g.raiseTo(int(g.load()), 64, GrantPolicy{})
+		if !ok {
+			break
+		}
+		g.cur.Store(want)
+		seen = append(seen, want)
+	}
+	if fmt.Sprint(seen) != "[2 4 8 16 32]" {
+		t.Errorf("grants %v, want doubling to sharedGrantCap", seen)
+	}
+	g.cur.Store(4)
+	if want, ok := g.raiseTo(4, 6, GrantPolicy{}); !ok || want != 6 {
+		t.Errorf("raiseTo asked for 6 from 4 = %d, %v; want 6", want, ok)
+	}
+	if want, ok := g.raiseTo(4, 64, GrantPolicy{Max: 5}); !ok || want != 5 {
+		t.Errorf("raiseTo under Max 5 from 4 = %d, %v; want 5", want, ok)
+	}
+}
+
+// TestGrantStateReview: a reply that leaves no call unanswered, a
+// reviewPeriod after the last review, lowers the grant to the most calls
+// unanswered at once since; the receives stay promised for reclaimDelay.
+func TestGrantStateReview(t *testing.T) {
+	var g grantState
+	g.cur.Store(16)
+	t0 := time.Unix(1000, 0)
+	now := t0
+	clock := func() time.Time { return now }
+	g.busy(3)
+	if got, lowered := g.review(2, clock); got != 16 || lowered {
+		t.Fatalf("review with calls unanswered = %d, %v; want 16, false", got, lowered)
+	}
+	if got, lowered := g.review(0, clock); got != 16 || lowered {
+		t.Fatalf("first review = %d, %v; want 16, false (the first period starts)", got, lowered)
+	}
+	now = t0.Add(reviewPeriod / 2)
+	if got, lowered := g.review(0, clock); got != 16 || lowered {
+		t.Fatalf("review within the period = %d, %v; want 16, false", got, lowered)
+	}
+	now = t0.Add(reviewPeriod)
+	if got, lowered := g.review(0, clock); got != 3 || !lowered {
+		t.Fatalf("review after the period = %d, %v; want 3, true", got, lowered)
+	}
+	if g.load() != 3 || g.bound() != 16 {
+		t.Errorf("grant %d, bound %d; want 3 and 16 until settled", g.load(), g.bound())
+	}
+	if d := g.settle(now.Add(reclaimDelay / 4)); d != reclaimDelay*3/4 {
+		t.Errorf("settle a quarter of reclaimDelay after = %v, want %v", d, reclaimDelay*3/4)
+	}
+	if d := g.settle(now.Add(reclaimDelay)); d != 0 || g.bound() != 3 {
+		t.Errorf("settle after reclaimDelay = %v, bound %d; want 0 and 3", d, g.bound())
+	}
+	// No call since: the next review lowers to one, never zero.
+	now = now.Add(reviewPeriod)
+	if got, lowered := g.review(0, clock); got != 1 || !lowered {
+		t.Errorf("review of an idle connection = %d, %v; want 1, true", got, lowered)
 	}
 }

@@ -33,9 +33,7 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 	if back > 0 {
 		c.req.back = newBackServer(c)
 	}
-	// Receives for every reply, one spare, and the backward calls
-	// granted (RFC 8167, "Client Receive Buffers").
-	slots := int(c.cfg.credits()) + 1 + back
+	slots := requesterRecvs(c.cfg.credits(), back)
 	// A requester whose regions cannot take Send With Invalidate must
 	// not invite it (RFC 8797 section 4.1.1).
 	c.cfg.NoRemoteInvalidation = c.cfg.NoRemoteInvalidation || !rdma.RemoteInvalidationOf(p)
@@ -49,8 +47,8 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 		return nil, fmt.Errorf("rpcrdma: dialing %s: %w", addr, err)
 	}
 	c.rc = rc
-	// Clamp the credits asked for to the receives actually posted.
-	c.req.credits.max = min(c.req.credits.max, uint32(max(c.recvSlots-1-back, 1)))
+	// The receives actually posted bound the grant taken.
+	c.req.credits.max = callCapacity(c.cfg.credits(), c.recvSlots, back)
 	c.start()
 	n := c.negV[c.req.version()]
 	c.log.Debug("rpcrdma: connected", "addr", addr, "peer_private_data", n.peerPD, "send_inline", n.sendLimit, "recv_inline", n.recvLimit)
@@ -156,21 +154,11 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 	r := c.resp
 	r.mem = newBudget(l.cfg.Bounds.connMemory())
 	c.role = c.resp
-	grantMax := c.cfg.Grant.Grant(^uint32(0))
 	back := int(c.cfg.BackwardCredits)
 	if back > 0 {
 		r.back = newBackCaller(c)
 	}
-	// Receives for every call granted, two for messages outside the
-	// credit count, and one per backward call outstanding (RFC 8167,
-	// "Server Receive Buffers").
-	slots := int(grantMax) + 2 + back
-	if l.pool != nil {
-		// The grant is capped: what is in flight on a connection is
-		// bounded by channels sized at setup, which an idle connection
-		// should not pay for in full (pool.go).
-		slots = int(min(grantMax, sharedGrantCap)) + 2 + back
-	}
+	slots := responderRecvs(c.cfg.Grant.Grant(^uint32(0)), back, l.pool != nil)
 	rcfg := c.cfg.RDMA
 	rcfg.PrivateData = c.cfg.privateData().Append(nil)
 	rcfg.RecvQueueDepth = max(rcfg.RecvQueueDepth, slots)
@@ -184,15 +172,15 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 	}
 	if l.pool != nil {
 		r.onClosed = func() { l.pool.detach(c.rc, r.allot.Swap(0)) }
-		// One credit to start with, from the pool (pool.go); the
-		// backward direction's receives come from it too.
-		if !l.pool.allot(1 + back) {
+		// The first grant's receives, from the pool (pool.go); the
+		// backward direction's come from it too.
+		if !l.pool.allot(sharedFirstGrant + back) {
 			r.onEnd()
 			l.limit(LimitReceives, req.RemoteAddr())
 			req.Reject(nil)
 			return nil, errPoolFull
 		}
-		r.allot.Store(int64(1 + back))
+		r.allot.Store(int64(sharedFirstGrant + back))
 		rcfg.SharedRecv = l.pool.q
 		rcfg.SendQueueDepth = max(c.cfg.RDMA.SendQueueDepth, 2*(sharedSendSlots+back))
 	}
@@ -202,13 +190,11 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 		}
 		c.resp.sizeQueues(c.recvSlots + 1)
 		if l.pool != nil {
-			c.resp.grant.Store(1)
+			r.grant.cur.Store(sharedFirstGrant)
 			l.pool.attach(rc, c)
 			return nil
 		}
-		// Never grant more than the receives posted, less two for
-		// messages outside the credit count (RDMA_DONE, a stray error).
-		c.resp.grant.Store(min(grantMax, uint32(max(c.recvSlots-2-back, 1))))
+		r.grant.cur.Store(fixedGrant(c.cfg.Grant, c.recvSlots, back))
 		return nil
 	}
 	actx := ctx

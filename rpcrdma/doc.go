@@ -182,14 +182,16 @@
 //   - backchannel.go: the backward direction (RFC 8167), the Backchannel
 //     both roles share; backchannel_serve.go: a requester's serving half;
 //     backchannel_call.go: a responder's calling half.
-//   - credits.go: the requester's credit window and the responder's
-//     GrantPolicy.
+//   - credits.go: every decision about credits: the requester's credit
+//     window, the receives each role posts for its credits, the
+//     responder's GrantPolicy and its grant, fixed or, with a shared
+//     pool, raised and lowered.
 //   - config.go: Config, its defaults and checks, and what the RFC 8797
 //     private data settle.
 //   - dial.go: Dial, Listen, Listener and Serve; reconnect.go: DialClient.
 //   - bounds.go: Bounds, the limits a Listener applies to connections, and
 //     the memory budgets calls reserve from; pool.go: the shared receive
-//     pool and the credits granted from it.
+//     pool and the receives it promises for the credits granted.
 //   - config_proto.go: the Connection Configuration Protocol (CONF_RDMA).
 //   - stats.go: counters and drop and rejection Reasons; errors.go: the
 //     error types; bufpool.go: pooled buffers for pulled chunks.

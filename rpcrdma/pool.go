@@ -19,13 +19,16 @@ package rpcrdma
 // adjusted down as well as up: a reply that leaves a connection with no
 // call unanswered, reviewPeriod or more after the last review, lowers its
 // grant to the most calls the connection had unanswered at once since
-// then, and never below one (replyGrant). A connection that makes a call
+// then, and never below one. A connection that makes a call
 // now and then so comes down to one credit, while one whose calls keep
 // several in flight keeps them, though its calls may all be answered for
 // a moment now and then. The requester may have sent calls under the
 // larger grant before it sees the reply, so those receives stay promised
 // for reclaimDelay; then they return to the pool (reclaimCredits), as
-// all a connection was promised does when it closes.
+// all a connection was promised does when it closes. When the grant
+// moves, and how far, is decided in credits.go (grantState); here, only
+// whether the pool has the receives (raiseGrant) and when they go back
+// (replyGrant, reclaimCredits).
 //
 // The pool outlives the Listener's Close while connections it accepted
 // are open: it is closed with the last of them.
@@ -43,10 +46,6 @@ import (
 // sharedSendSlots is how many send buffers a connection receiving from a
 // shared pool registers.
 const sharedSendSlots = 2
-
-// sharedGrantCap caps the grant of a connection receiving from a shared
-// pool.
-const sharedGrantCap = 32
 
 // errPoolFull is why a request is refused when the pool has no receive
 // left to promise.
@@ -207,21 +206,14 @@ func (p *sharedPool) closeIfDoneLocked() {
 // shared reports whether c receives from its Listener's pool.
 func (c *Conn) shared() bool { return c.ln != nil && c.ln.pool != nil }
 
-// raiseGrant doubles the grant of c, a responder whose calls keep its
-// whole grant busy and whose requester asked for requested credits, up to
-// Grant.Max and requested, with receives the pool can promise beyond
-// those it has promised c already. c.resp.mu is held.
-func (c *Conn) raiseGrant(requested uint32) {
+// raiseGrant raises the grant of r, receiving from its Listener's pool,
+// to want (grantState.raiseTo), if the pool can promise the receives
+// beyond those it has promised r's connection already. r.mu is held.
+func (r *responder) raiseGrant(want uint32) {
+	c := r.c
 	if !c.shared() {
 		return
 	}
-	r := c.resp
-	limit := min(c.cfg.Grant.Grant(^uint32(0)), requested, sharedGrantCap)
-	g := r.grant.Load()
-	if g >= limit {
-		return
-	}
-	want := g + min(g, limit-g)
 	// A grant lowered recently may still hold the receives.
 	promised := uint32(max(r.allot.Load()-int64(c.cfg.BackwardCredits), 0))
 	if want > promised {
@@ -230,48 +222,24 @@ func (c *Conn) raiseGrant(requested uint32) {
 		}
 		r.allot.Add(int64(want - promised))
 	}
-	r.grant.Store(want)
+	r.grant.cur.Store(want)
 }
-
-// reclaimDelay is how long the receives of a lowered grant stay promised
-// to its connection: time for the requester to have the reply that lowered
-// it, so that calls it sent under the larger grant are not taken for
-// overruns.
-const reclaimDelay = time.Second
-
-// reviewPeriod is how often, at most, a connection's grant is reviewed:
-// lowered to the most calls it had unanswered at once in that time.
-const reviewPeriod = time.Second
 
 // replyGrant returns the grant a reply of r carries, lowering it, with a
 // shared pool, when the reply leaves no call unanswered and reviewPeriod
-// has passed since the last review (pool.go's comment). The caller has
-// taken the reply's call out of r.pending.
+// has passed since the last review (grantState.review), and then arming
+// the reclaim of the receives it no longer needs. The caller has taken
+// the reply's call out of r.pending.
 func (r *responder) replyGrant() uint32 {
 	if !r.c.shared() {
-		return r.grant.Load()
+		return r.grant.load()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	g := r.grant.Load()
-	if r.npending > 0 {
-		return g
+	used, lowered := r.grant.review(r.npending, time.Now)
+	if !lowered {
+		return used
 	}
-	now := time.Now()
-	if r.reviewed.IsZero() {
-		r.reviewed = now // the first period starts with the first reply
-	}
-	if now.Sub(r.reviewed) < reviewPeriod {
-		return g
-	}
-	used := uint32(max(r.peak, 1))
-	r.peak, r.reviewed = 0, now
-	if used >= g {
-		return g
-	}
-	r.ceiling = max(r.ceiling, g)
-	r.lowered = now
-	r.grant.Store(used)
 	if r.reclaim == nil {
 		r.reclaim = r.c.afterFunc(reclaimDelay, r.reclaimCredits)
 	} else {
@@ -286,14 +254,13 @@ func (r *responder) reclaimCredits() {
 	c := r.c
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if d := time.Since(r.lowered); d < reclaimDelay {
+	if d := r.grant.settle(time.Now()); d > 0 {
 		// Lowered again as this timer fired, too late for the
 		// reset to stop it: the receives stay reclaimDelay after that.
-		c.resetTimer(r.reclaim, reclaimDelay-d)
+		c.resetTimer(r.reclaim, d)
 		return
 	}
-	r.ceiling = 0
-	keep := int64(r.grant.Load()) + int64(c.cfg.BackwardCredits)
+	keep := int64(r.grant.load()) + int64(c.cfg.BackwardCredits)
 	if extra := r.allot.Load() - keep; extra > 0 {
 		r.allot.Add(-extra)
 		c.ln.pool.detach(nil, extra)

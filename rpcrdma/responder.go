@@ -46,25 +46,18 @@ import (
 
 type responder struct {
 	c *Conn
-	// grant is the credits granted in every reply. With a shared pool
-	// it rises while calls keep it busy and falls as the connection
-	// goes idle (pool.go); it is written under mu, read by anyone.
-	grant atomic.Uint32
 
 	mu       sync.Mutex
 	pending  xidmap.Map[*inCall]   // calls received and not yet answered, chained by next for a repeated xid
 	npending int                   // calls in pending
 	done     map[uint32]*readReply // read-chunk replies awaiting RDMA_DONE
 	spareMsg reuse.Spare[inMsg]    // newInMsg's, in front of inMsgs
-	// With a shared pool (pool.go): the most calls unanswered at once
-	// since reviewed, when the grant was last reviewed; a grant lowered
-	// from, which the requester may still act on until reclaim runs (0:
-	// none), and when it was last lowered.
-	peak     int
-	reviewed time.Time
-	ceiling  uint32
-	lowered  time.Time
-	reclaim  *time.Timer
+	// grant is the credits granted in every reply (credits.go). With a
+	// shared pool it rises while calls keep it busy and falls as the
+	// connection goes idle; the receives of a lowered grant go back to
+	// the pool when reclaim runs (pool.go).
+	grant   grantState
+	reclaim *time.Timer
 	// allot is the receives of the Listener's pool promised to this
 	// connection (pool.go).
 	allot atomic.Int64
@@ -189,7 +182,7 @@ func (r *responder) overrun() bool {
 		// The pool's receives are shared: a requester may have its
 		// grant outstanding (or a larger one it has not yet seen
 		// lowered), and two messages outside the credit count.
-		return r.npending >= int(max(r.grant.Load(), r.ceiling))+2
+		return r.npending >= int(r.grant.bound())+2
 	}
 	return r.npending >= r.c.recvSlots-int(r.c.cfg.BackwardCredits)
 }
@@ -305,7 +298,7 @@ func (r *responder) answerVers(v wire.Version) wire.Version {
 // goroutines is bounded by the receives the requester can fill.
 func (r *responder) sendError(xid uint32, vers wire.Version, code wire.ErrorCode) {
 	c := r.c
-	h := &wire.Header{XID: xid, Vers: vers, Credits: r.grant.Load(), Proc: wire.RDMA_ERROR, Error: wire.ErrorBody{Code: code}}
+	h := &wire.Header{XID: xid, Vers: vers, Credits: r.grant.load(), Proc: wire.RDMA_ERROR, Error: wire.ErrorBody{Code: code}}
 	if code == wire.ErrVers {
 		h.Error.Low, h.Error.High = c.versions[0], c.versions[len(c.versions)-1]
 	}
@@ -461,10 +454,9 @@ func (r *responder) addPending(ic *inCall) {
 		r.pending.Put(ic.xid, ic)
 	}
 	r.npending++
-	r.peak = max(r.peak, r.npending)
-	g := r.grant.Load()
-	if r.npending >= int(g) && ic.credits > g {
-		r.c.raiseGrant(ic.credits)
+	r.grant.busy(r.npending)
+	if want, ok := r.grant.raiseTo(r.npending, ic.credits, r.c.cfg.Grant); ok {
+		r.raiseGrant(want)
 	}
 	r.mu.Unlock()
 }
@@ -765,7 +757,7 @@ func (r *responder) releaseReadReply(xid uint32) bool {
 func (r *responder) version() wire.Version { return r.c.versions[len(r.c.versions)-1] }
 
 // granted returns the grant this side offers.
-func (r *responder) granted() uint32 { return r.grant.Load() }
+func (r *responder) granted() uint32 { return r.grant.load() }
 
 // invalidates reports whether replies use Send With Invalidate: the
 // requester said it accepts it (RFC 8797 section 4.1.1) and this side is
