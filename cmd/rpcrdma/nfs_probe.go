@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
@@ -24,16 +26,27 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	nfsAddr, mountAddr := f.addrs(host)
+	// Every step is printed, and the probe fails if any did: an export
+	// that does not mount is as much a failure as a server that does not
+	// answer.
+	var failed []string
 	timed := func(what string, fn func() (string, error)) error {
 		start := time.Now()
 		s, err := fn()
 		d := time.Since(start)
 		if err != nil {
 			fmt.Fprintf(stdout, "%-24s %10s  error: %v\n", what, d.Round(time.Microsecond), err)
+			failed = append(failed, strings.TrimSpace(what))
 			return err
 		}
 		fmt.Fprintf(stdout, "%-24s %10s  %s\n", what, d.Round(time.Microsecond), s)
 		return nil
+	}
+	result := func() error {
+		if len(failed) == 0 {
+			return nil
+		}
+		return fmt.Errorf("%d of the probe's steps failed: %s", len(failed), strings.Join(failed, ", "))
 	}
 
 	// MOUNT over TCP: NULL and EXPORT.
@@ -72,12 +85,18 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 		rc = rpc.NewClient(t)
 		return nfsAddr, nil
 	}); err != nil {
-		return err
+		return result()
 	}
 	defer rc.Close()
+	// Versions 2 and 4 are asked after to learn what the server offers:
+	// PROG_MISMATCH is an answer there. Version 3 is the one spoken here.
 	for _, v := range []uint32{2, 3, 4} {
 		timed(fmt.Sprintf("NFS NULL v%d", v), func() (string, error) {
-			if err := rc.Null(ctx, nfs3.Program, v); err != nil {
+			err := rc.Null(ctx, nfs3.Program, v)
+			if ae, ok := errors.AsType[*rpc.AcceptError](err); ok && ae.Stat == rpc.ProgMismatch && v != nfs3.Version {
+				return "not offered (" + offeredVersions(ae.Low, ae.High) + ")", nil
+			}
+			if err != nil {
 				return "", err
 			}
 			return "ok", nil
@@ -111,7 +130,10 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return "", err
 			}
-			in, _ := c.FSInfo(ctx, root)
+			in, err := c.FSInfo(ctx, root)
+			if err != nil {
+				return "", err
+			}
 			return fmt.Sprintf("rtmax %d rtpref %d wtmax %d wtpref %d dtpref %d maxfilesize %d", in.RTMax, in.RTPref, in.WTMax, in.WTPref, in.DTPref, in.MaxFileSize), nil
 		}) != nil {
 			continue
@@ -125,5 +147,14 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 			return fmt.Sprintf("%d of %d bytes free, %d of %d files free", s.ABytes, s.TBytes, s.AFiles, s.TFiles), err
 		})
 	}
-	return nil
+	return result()
+}
+
+// offeredVersions says which versions a PROG_MISMATCH reply says the
+// server has: "the server has version 3", or "... versions 3 to 4".
+func offeredVersions(low, high uint32) string {
+	if low == high {
+		return fmt.Sprintf("the server has version %d", low)
+	}
+	return fmt.Sprintf("the server has versions %d to %d", low, high)
 }
