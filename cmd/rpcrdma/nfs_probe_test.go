@@ -92,3 +92,19 @@ func httpAnswerer(t *testing.T) string {
 	t.Cleanup(func() { l.Close(); <-done })
 	return l.Addr().String()
 }
+
+// TestNFSWrongTransport: ls with NFS over TCP pointed at the RDMA port,
+// whose software iWARP hangs up on each connection, fails at once saying
+// so, instead of redialing until --timeout.
+func TestNFSWrongTransport(t *testing.T) {
+	s := startNFSServe(t)
+	start := time.Now()
+	_, errOut, code := rpcrdmaCmd(t, 60*time.Second, "nfs", "ls", "--transport", "tcp", "--nfs-port", s.rdmaPort, "--mount-port", s.tcpPort, "--timeout", "30s", "127.0.0.1:/export")
+	want := "127.0.0.1:" + s.rdmaPort + " keeps closing the connection before answering: closed 4 connections in a row"
+	if code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("ls over TCP at the RDMA port: exit %d, want 1 and %q\n%s", code, want, errOut)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("ls took %v to fail", d)
+	}
+}
