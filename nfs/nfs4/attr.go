@@ -151,7 +151,7 @@ var attrKnown = maskOf(
 	AttrTimeMetadata, AttrTimeModify, AttrMountedOnFileID, AttrSuppattrExclcreat,
 )
 
-// Attr is fattr4 (RFC 8881 Section 3.3.13) as GETATTR and READDIR return
+// Attr is fattr4 (RFC 8881 Section 3.3) as GETATTR and READDIR return
 // it: Mask says which attributes are present, the fields hold their
 // values (RFC 8881 Section 5.8 gives each one's meaning), and fields of
 // absent attributes are zero.
@@ -543,7 +543,7 @@ type attrListError struct{ err error }
 func (e *attrListError) Error() string { return "nfs4: attrlist4: " + e.err.Error() }
 func (e *attrListError) Unwrap() error { return e.err }
 
-// TimeHow is time_how4 (RFC 8881 Section 3.3.12): how SETATTR sets a time.
+// TimeHow is time_how4 (RFC 8881 Section 3.3): how SETATTR sets a time.
 type TimeHow uint32
 
 // The members of time_how4.
@@ -569,7 +569,7 @@ var setKnown = maskOf(AttrSize, AttrMode, AttrOwner, AttrOwnerGroup, AttrTimeAcc
 // obj_attributes, CREATE's createattrs, OPEN's createattrs and cva_attrs
 // (RFC 8881 Sections 18.30, 18.4, 18.16). Each Set flag puts its
 // attribute in the bitmap; the times are settime4 (RFC 8881 Section
-// 3.3.12), with Atime and Mtime used for SetToClientTime. Decode follows
+// 3.3), with Atime and Mtime used for SetToClientTime. Decode follows
 // Attr's rule for attributes it does not know, with SetAttrKnown.
 type SetAttr struct {
 	SetSize, SetMode, SetOwner, SetOwnerGroup bool

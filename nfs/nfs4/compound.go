@@ -119,9 +119,9 @@ type ResOp interface {
 // UnknownOpError: a COMPOUND or CB_COMPOUND holds an operation this codec
 // does not decode. XDR gives no length for an operation, so nothing after
 // it can be found: the whole message fails, and the decoded operations
-// before it are kept (a server runs them and answers the bad one, RFC
-// 8881 Section 15.2: NFS4ERR_OP_ILLEGAL for a number outside the
-// protocol, NFS4ERR_NOTSUPP for one it lacks).
+// before it are kept: a server runs them and answers the bad one with
+// NFS4ERR_OP_ILLEGAL if its number is outside the protocol (RFC 8881
+// Section 18.52), with NFS4ERR_NOTSUPP if the server lacks it.
 type UnknownOpError struct {
 	Op       uint32 // the operation number
 	Index    int    // its place in the operation array
@@ -251,6 +251,50 @@ func (c *CompoundRes) Decode(d *rpc.BodyDecoder) error {
 // does not decode op.
 func newArgOp(op Op) ArgOp {
 	switch op {
+	case OpAccess:
+		return &AccessArgs{}
+	case OpClose:
+		return &CloseArgs{}
+	case OpCommit:
+		return &CommitArgs{}
+	case OpCreate:
+		return &CreateArgs{}
+	case OpDelegReturn:
+		return &DelegReturnArgs{}
+	case OpGetattr:
+		return &GetattrArgs{}
+	case OpGetFH:
+		return &GetFHArgs{}
+	case OpLink:
+		return &LinkArgs{}
+	case OpLookup:
+		return &LookupArgs{}
+	case OpLookupP:
+		return &LookupPArgs{}
+	case OpOpen:
+		return &OpenArgs{}
+	case OpPutFH:
+		return &PutFHArgs{}
+	case OpPutRootFH:
+		return &PutRootFHArgs{}
+	case OpRead:
+		return &ReadArgs{}
+	case OpReaddir:
+		return &ReaddirArgs{}
+	case OpReadlink:
+		return &ReadlinkArgs{}
+	case OpRemove:
+		return &RemoveArgs{}
+	case OpRename:
+		return &RenameArgs{}
+	case OpRestoreFH:
+		return &RestoreFHArgs{}
+	case OpSaveFH:
+		return &SaveFHArgs{}
+	case OpSetattr:
+		return &SetattrArgs{}
+	case OpWrite:
+		return &WriteArgs{}
 	case OpBindConnToSession:
 		return &BindConnToSessionArgs{}
 	case OpExchangeID:
@@ -259,8 +303,14 @@ func newArgOp(op Op) ArgOp {
 		return &CreateSessionArgs{}
 	case OpDestroySession:
 		return &DestroySessionArgs{}
+	case OpFreeStateID:
+		return &FreeStateIDArgs{}
+	case OpSecinfoNoName:
+		return &SecinfoNoNameArgs{}
 	case OpSequence:
 		return &SequenceArgs{}
+	case OpTestStateID:
+		return &TestStateIDArgs{}
 	case OpDestroyClientID:
 		return &DestroyClientIDArgs{}
 	case OpReclaimComplete:
@@ -275,6 +325,50 @@ func newArgOp(op Op) ArgOp {
 // not decode op.
 func newResOp(op Op) ResOp {
 	switch op {
+	case OpAccess:
+		return &AccessRes{}
+	case OpClose:
+		return &CloseRes{}
+	case OpCommit:
+		return &CommitRes{}
+	case OpCreate:
+		return &CreateRes{}
+	case OpDelegReturn:
+		return &DelegReturnRes{}
+	case OpGetattr:
+		return &GetattrRes{}
+	case OpGetFH:
+		return &GetFHRes{}
+	case OpLink:
+		return &LinkRes{}
+	case OpLookup:
+		return &LookupRes{}
+	case OpLookupP:
+		return &LookupPRes{}
+	case OpOpen:
+		return &OpenRes{}
+	case OpPutFH:
+		return &PutFHRes{}
+	case OpPutRootFH:
+		return &PutRootFHRes{}
+	case OpRead:
+		return &ReadRes{}
+	case OpReaddir:
+		return &ReaddirRes{}
+	case OpReadlink:
+		return &ReadlinkRes{}
+	case OpRemove:
+		return &RemoveRes{}
+	case OpRename:
+		return &RenameRes{}
+	case OpRestoreFH:
+		return &RestoreFHRes{}
+	case OpSaveFH:
+		return &SaveFHRes{}
+	case OpSetattr:
+		return &SetattrRes{}
+	case OpWrite:
+		return &WriteRes{}
 	case OpBindConnToSession:
 		return &BindConnToSessionRes{}
 	case OpExchangeID:
@@ -283,8 +377,14 @@ func newResOp(op Op) ResOp {
 		return &CreateSessionRes{}
 	case OpDestroySession:
 		return &DestroySessionRes{}
+	case OpFreeStateID:
+		return &FreeStateIDRes{}
+	case OpSecinfoNoName:
+		return &SecinfoNoNameRes{}
 	case OpSequence:
 		return &SequenceRes{}
+	case OpTestStateID:
+		return &TestStateIDRes{}
 	case OpDestroyClientID:
 		return &DestroyClientIDRes{}
 	case OpReclaimComplete:

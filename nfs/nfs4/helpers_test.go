@@ -241,6 +241,25 @@ func fillMore(rng *rand.Rand, v reflect.Value) bool {
 		setEnum(rng, v, 1, 2, 3)
 	case reflect.TypeFor[rpc.AuthFlavor]():
 		setEnum(rng, v, 0, 1)
+	case reflect.TypeFor[CreateMode]():
+		setEnum(rng, v, 0, 1, 2, 3)
+	case reflect.TypeFor[ClaimType]():
+		setEnum(rng, v, 0, 1, 2, 3, 4, 5, 6)
+	case reflect.TypeFor[DelegType]():
+		setEnum(rng, v, 0, 1, 2, 3)
+	case reflect.TypeFor[WhyNoDeleg]():
+		setEnum(rng, v, 0, 1, 2, 3, 4, 5, 6, 7, 8)
+	case reflect.TypeFor[StableHow]():
+		setEnum(rng, v, 0, 1, 2)
+	case reflect.TypeFor[SecinfoStyle]():
+		setEnum(rng, v, 0, 1)
+	case reflect.TypeFor[GSSService]():
+		setEnum(rng, v, 1, 2, 3)
+	case reflect.TypeFor[SpaceLimit]():
+		v.Set(reflect.ValueOf(SpaceLimit{LimitBy: uint32(1 + rng.IntN(2)), FileSize: rng.Uint64(), NumBlocks: rng.Uint32(), BytesPerBlock: 512}))
+	case reflect.TypeFor[SecInfo]():
+		v.Set(reflect.ValueOf(SecInfo{Flavor: rpc.AuthFlavor([]uint32{0, 1, 6}[rng.IntN(3)]), OID: randBytes(rng, rng.IntN(12)),
+			QOP: rng.Uint32(), Service: GSSService(1 + rng.IntN(3))}))
 	default:
 		return false
 	}

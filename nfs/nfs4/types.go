@@ -9,9 +9,10 @@ import (
 )
 
 // The NFS program and the version this package speaks (RFC 8881 Section
-// 16.1), and the callback program's version (RFC 8881 Section 20). The
+// 16), and the callback program's version (RFC 8881 Section 19). The
 // callback program number is the client's choice, sent as
-// CreateSessionArgs.CBProgram; CBProgram is the one Linux uses.
+// CreateSessionArgs.CBProgram; CBProgram is the one RFC 5662's XDR names
+// and Linux uses.
 const (
 	Program      = 100003
 	Version      = 4
@@ -31,7 +32,7 @@ const (
 // accepts.
 const (
 	// FHSize is NFS4_FHSIZE, the largest file handle (RFC 8881 Section
-	// 4.2.1).
+	// 3.2).
 	FHSize = 128
 	// OpaqueLimit is NFS4_OPAQUE_LIMIT, the bound RFC 5662 puts on
 	// client and server owners and the server scope; this package also
@@ -80,20 +81,20 @@ type errUnsupported string
 
 func (e errUnsupported) Error() string { return "nfs4: " + string(e) + " not supported by this codec" }
 
-// FileHandle is nfs_fh4 (RFC 8881 Section 4.2.1): at most FHSize opaque
-// bytes. Decoded handles alias the decoder's buffer.
+// FileHandle is nfs_fh4 (RFC 8881 Sections 3.2 and 4): at most FHSize opaque
+// bytes. Decoded handles alias the decoder's buffer; an empty one is nil.
 type FileHandle []byte
 
 func appendFH(b []byte, fh FileHandle) []byte { return xdr.AppendOpaque(b, fh) }
 
-func decodeFH(d *rpc.BodyDecoder) FileHandle { return FileHandle(d.Opaque(FHSize)) }
+func decodeFH(d *rpc.BodyDecoder) FileHandle { return FileHandle(opaque(d, FHSize)) }
 
 // Verifier is verifier4 (RFC 8881 Section 3.2): eight opaque bytes.
 type Verifier [8]byte
 
 func (v *Verifier) decode(d *rpc.BodyDecoder) { copy(v[:], d.FixedOpaque(8)) }
 
-// SessionID is sessionid4 (RFC 8881 Section 2.10.3): sixteen opaque
+// SessionID is sessionid4 (RFC 8881 Sections 3.2 and 2.10): sixteen opaque
 // bytes the server chooses.
 type SessionID [16]byte
 
@@ -137,7 +138,7 @@ func (s StateID) String() string {
 	return string(b)
 }
 
-// Time is nfstime4 (RFC 8881 Section 3.3.1): seconds since 1970, signed,
+// Time is nfstime4 (RFC 8881 Section 3.3): seconds since 1970, signed,
 // and nanoseconds. Decoding does not check that Nseconds is below 10^9;
 // RFC 8881 leaves rejecting that to the server (ErrInval).
 type Time struct {
@@ -160,18 +161,18 @@ func (t *Time) decode(d *rpc.BodyDecoder) {
 	t.Nseconds = d.Uint32()
 }
 
-// FSID is fsid4 (RFC 8881 Section 3.3.9).
+// FSID is fsid4 (RFC 8881 Section 3.3).
 type FSID struct {
 	Major, Minor uint64
 }
 
-// SpecData is specdata4 (RFC 8881 Section 3.3.4): a device's major and
+// SpecData is specdata4 (RFC 8881 Section 3.3): a device's major and
 // minor numbers.
 type SpecData struct {
 	Major, Minor uint32
 }
 
-// ChangeInfo is change_info4 (RFC 8881 Section 3.3.11): a directory's
+// ChangeInfo is change_info4 (RFC 8881 Section 3.3): a directory's
 // change attribute before and after an operation, and whether the two
 // were taken atomically with it.
 type ChangeInfo struct {
@@ -190,10 +191,11 @@ func (c *ChangeInfo) decode(d *rpc.BodyDecoder) {
 	c.After = d.Uint64()
 }
 
-// FType is nfs_ftype4 (RFC 8881 Section 3.3.8), the type of a file.
+// FType is nfs_ftype4 (RFC 5662), the type of a file: the value of
+// attribute type (RFC 8881 Section 5.8.1).
 type FType uint32
 
-// The file types of RFC 8881 Section 3.3.8.
+// The members of nfs_ftype4.
 const (
 	TypeReg       FType = 1 // NF4REG
 	TypeDir       FType = 2 // NF4DIR
@@ -232,7 +234,7 @@ func decodeEnum(d *rpc.BodyDecoder, max uint32, name string) uint32 {
 	return v
 }
 
-// Bitmap is bitmap4 (RFC 8881 Section 3.3.7): bit n of word n/32 stands
+// Bitmap is bitmap4 (RFC 8881 Section 3.2): bit n of word n/32 stands
 // for attribute (or operation, or notification) number n.
 type Bitmap []uint32
 
@@ -290,4 +292,13 @@ func appendString(b []byte, s string) []byte { return xdr.AppendString(b, s) }
 type bodyCodec interface {
 	Append(*rpc.Body)
 	Decode(*rpc.BodyDecoder) error
+}
+
+// opaque decodes variable-length opaque data of at most max bytes,
+// aliasing d's memory; empty data is nil.
+func opaque(d *rpc.BodyDecoder, max int) []byte {
+	if p := d.Opaque(max); len(p) > 0 {
+		return p
+	}
+	return nil
 }
