@@ -2,6 +2,8 @@ package nfs
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -35,9 +37,21 @@ func (s *Server) mnt(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 			if !ok || (rest != "" && rest[0] != '/' && ex.Path != "/") {
 				continue
 			}
-			o := op{s: s, ex: ex, cr: ex.cred(c)}
+			o := op{s: s, ex: ex, cr: ex.cred(c), call: c}
 			o.ctx = context.WithValue(ctx, credKey{}, &o.cr)
 			ino := ex.FS.Root()
+			// fault maps an NFS status to MNT's, logging one that
+			// only maps to MNT3ERR_SERVERFAULT, with the FS's error.
+			fault := func(st nfs3.Stat, name string, err error) mount.Stat {
+				ms := mountStat(st)
+				if ms == mount.ErrServerFault || st == nfs3.ErrIO && err != nil && !errors.Is(err, nfs3.ErrIO) {
+					if err == nil {
+						err = st
+					}
+					s.logFSError(o.ctx, &o, ino, name, ms.String(), err)
+				}
+				return ms
+			}
 			for name := range strings.SplitSeq(rest, "/") {
 				if name == "" || name == "." {
 					continue
@@ -46,16 +60,16 @@ func (s *Server) mnt(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 					return mount.ErrAcces
 				}
 				if _, st := o.dirFor(ino, false); st != nfs3.OK {
-					return mountStat(st)
+					return fault(st, "", nil)
 				}
 				next, err := ex.FS.Lookup(o.ctx, ino, name)
 				if err != nil {
-					return mountStat(StatOf(err))
+					return fault(StatOf(err), name, err)
 				}
 				ino = next
 			}
 			if a, st := o.attr(ino); st != nfs3.OK {
-				return mountStat(st)
+				return fault(st, "", nil)
 			} else if a.Type != nfs3.TypeDir {
 				return mount.ErrNotDir
 			}
@@ -66,6 +80,11 @@ func (s *Server) mnt(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		}
 		return mount.ErrNoEnt
 	}()
+	if r.Status == mount.OK {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "nfs: mounted", slog.String("path", string(p)), slog.String("client", clientName(c)), slog.Any("uid", callerUID(c)))
+	} else {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "nfs: mount refused", slog.String("path", string(p)), slog.String("status", r.Status.String()), slog.String("client", clientName(c)), slog.Any("uid", callerUID(c)))
+	}
 	return rpc.Body{XDR: appendRes(&r)}, nil
 }
 

@@ -22,10 +22,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs/mount"
 	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
@@ -60,9 +62,31 @@ type ServerConfig struct {
 	// MaxIO is the largest READ and WRITE the server does and advertises
 	// (FSINFO rtmax and wtmax); 0 selects 1 MiB, Linux's largest.
 	MaxIO uint32
-	// Logger receives failures the FS returns that have no NFS status
-	// (answered NFS3ERR_IO); nil discards them.
+	// Logger receives the server's events; nil discards them. At Warn
+	// level: failures the FS returns that have no NFS status (answered
+	// NFS3ERR_IO, or MNT3ERR_SERVERFAULT), with the procedure, the file
+	// and the FS's error. At Info: MNT calls, granted or refused. At
+	// Debug: every NFSv3 call answered with a status other than NFS3_OK,
+	// or not at all.
 	Logger *slog.Logger
+	// Observe, if not nil, is called with each NFSv3 call but NULL
+	// (which package rpc answers) once its results are ready, on the
+	// call's goroutine, concurrently with other calls: it must be quick.
+	// Metrics count and time calls with it.
+	Observe func(CallDone)
+}
+
+// CallDone is an NFSv3 call a Server has handled (ServerConfig.Observe).
+type CallDone struct {
+	Proc nfs3.Proc
+	// Stat is the status answered; NFS3_OK if Err is set.
+	Stat nfs3.Stat
+	// Err is the handler's error: the call was answered GARBAGE_ARGS or
+	// SYSTEM_ERR, or not at all.
+	Err error
+	// Duration is how long the call took to handle, from its arguments
+	// to its results; it does not include sending the reply.
+	Duration time.Duration
 }
 
 // Server serves NFSv3 and MOUNT v3 for its exports. Create it with
@@ -73,6 +97,7 @@ type Server struct {
 	verf    nfs3.Verf // write verifier: changes when the server restarts
 	maxIO   uint32
 	log     *slog.Logger
+	observe func(CallDone) // nil if none
 	mounts  mountTable
 
 	// reads holds idle readStates for reuse (see readState). A bounded
@@ -223,7 +248,7 @@ func (st *writeState) release(rpc.Body) {
 // NewServer returns a Server for cfg's exports, or an error if they are
 // misconfigured (no FS, duplicate or relative paths).
 func NewServer(cfg ServerConfig) (*Server, error) {
-	s := &Server{byID: make(map[uint32]*export), maxIO: cfg.MaxIO, log: cfg.Logger}
+	s := &Server{byID: make(map[uint32]*export), maxIO: cfg.MaxIO, log: cfg.Logger, observe: cfg.Observe}
 	if s.maxIO == 0 {
 		s.maxIO = 1 << 20
 	}
@@ -278,9 +303,46 @@ func (s *Server) RootHandle(path string) (nfs3.FileHandle, error) {
 func (s *Server) RegisterNFS(rs *rpc.Server) {
 	for p, h := range s.nfsHandlers() {
 		if h != nil {
-			rs.Handle(nfs3.Program, nfs3.Version, uint32(p), h)
+			rs.Handle(nfs3.Program, nfs3.Version, uint32(p), s.observed(nfs3.Proc(p), h))
 		}
 	}
+}
+
+// observed returns h reporting each call it handles: to Observe, and at
+// Debug level when it fails. The status is read from the results, where
+// every NFSv3 procedure's starts (RFC 1813 Section 3.3).
+func (s *Server) observed(p nfs3.Proc, h rpc.Handler) rpc.Handler {
+	return func(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
+		var start time.Time
+		if s.observe != nil {
+			start = time.Now()
+		}
+		res, err := h(ctx, c)
+		st := nfs3.OK
+		if err == nil && len(res.XDR) >= 4 {
+			st = nfs3.Stat(binary.BigEndian.Uint32(res.XDR))
+		}
+		if (err != nil || st != nfs3.OK) && s.log.Enabled(ctx, slog.LevelDebug) {
+			outcome := slog.String("status", st.String())
+			if err != nil {
+				outcome = slog.Any("err", err)
+			}
+			s.log.LogAttrs(ctx, slog.LevelDebug, "nfs: call failed", slog.String("proc", p.String()), outcome,
+				slog.String("xid", fmt.Sprintf("%#x", c.Header.XID)), slog.String("client", clientName(c)), slog.Any("uid", callerUID(c)))
+		}
+		if s.observe != nil {
+			s.observe(CallDone{Proc: p, Stat: st, Err: err, Duration: time.Since(start)})
+		}
+		return res, err
+	}
+}
+
+// callerUID returns the AUTH_SYS uid of c, or "none".
+func callerUID(c *rpc.Call) any {
+	if c.AuthSys == nil {
+		return "none"
+	}
+	return c.AuthSys.UID
 }
 
 // RegisterMount registers the MOUNT v3 procedures on rs, which should
@@ -358,13 +420,44 @@ func (ex *export) cred(c *rpc.Call) Cred {
 	return cr
 }
 
-// errStat turns an FS error into a status, logging those that have none.
-func (s *Server) errStat(ctx context.Context, err error) nfs3.Stat {
+// errStat turns an error the FS returned for file ino (and name in it,
+// if not "") into a status, logging at Warn level those that have none:
+// NFS3ERR_IO tells the client nothing, so the log is where an operator
+// finds what went wrong, with the procedure, the export, the file
+// (inode and file handle) and the FS's error.
+func (o *op) errStat(err error, ino uint64, name string) nfs3.Stat {
 	st := StatOf(err)
 	if st == nfs3.ErrIO && !errors.Is(err, nfs3.ErrIO) {
-		s.log.LogAttrs(ctx, slog.LevelWarn, "nfs: filesystem error", slog.Any("err", err))
+		o.s.logFSError(o.ctx, o, ino, name, st.String(), err)
 	}
 	return st
+}
+
+// logFSError logs at Warn level that an FS error for ino (and name) in
+// o's call was answered with status.
+func (s *Server) logFSError(ctx context.Context, o *op, ino uint64, name, status string, err error) {
+	if !s.log.Enabled(ctx, slog.LevelWarn) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 8)
+	if o.call != nil {
+		attrs = append(attrs, slog.String("proc", procName(&o.call.Header)))
+	}
+	attrs = append(attrs, slog.String("status", status), slog.String("export", o.ex.Path),
+		slog.Uint64("ino", ino), slog.String("fh", hex.EncodeToString(o.handle(ino))))
+	if name != "" {
+		attrs = append(attrs, slog.String("name", name))
+	}
+	attrs = append(attrs, slog.Any("err", err))
+	s.log.LogAttrs(ctx, slog.LevelWarn, "nfs: filesystem error", attrs...)
+}
+
+// procName names the procedure h calls: "READ", or "MNT" for MOUNT.
+func procName(h *rpc.CallHeader) string {
+	if h.Prog == mount.Program {
+		return mount.Proc(h.Proc).String()
+	}
+	return nfs3.Proc(h.Proc).String()
 }
 
 // mountTable is what DUMP lists: the client names and paths of MNTs not

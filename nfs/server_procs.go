@@ -26,10 +26,11 @@ func reply(p nfs3.Proc, count uint32, r interface{ Append(*rpc.Body) }) (rpc.Bod
 
 // op is one call on one export, as its caller.
 type op struct {
-	s   *Server
-	ctx context.Context
-	ex  *export
-	cr  Cred
+	s    *Server
+	ctx  context.Context
+	ex   *export
+	cr   Cred
+	call *rpc.Call // for logs
 }
 
 // open checks fh and returns the call's op and the inode fh names.
@@ -38,7 +39,7 @@ func (s *Server) open(ctx context.Context, c *rpc.Call, fh nfs3.FileHandle) (op,
 	if st != nfs3.OK {
 		return op{}, 0, st
 	}
-	return op{s: s, ctx: ctx, ex: ex, cr: ex.cred(c)}, ino, nfs3.OK
+	return op{s: s, ctx: ctx, ex: ex, cr: ex.cred(c), call: c}, ino, nfs3.OK
 }
 
 // withCred makes the caller's identity visible to the FS (CredFrom), for
@@ -52,7 +53,7 @@ func (o *op) withCred() {
 func (o *op) attr(ino uint64) (nfs3.Attr, nfs3.Stat) {
 	a, err := o.ex.FS.Getattr(o.ctx, ino)
 	if err != nil {
-		return a, o.s.errStat(o.ctx, err)
+		return a, o.errStat(err, ino, "")
 	}
 	return a, nfs3.OK
 }
@@ -169,7 +170,7 @@ func (s *Server) setattr(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		}
 		o.withCred()
 		_, err := o.ex.FS.Setattr(o.ctx, ino, &a.Attr)
-		return s.errStat(o.ctx, err)
+		return o.errStat(err, ino, "")
 	}()
 	return reply(nfs3.ProcSetattr, 0, &r)
 }
@@ -235,7 +236,7 @@ func (s *Server) lookup(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		}
 		ino, err := o.ex.FS.Lookup(o.ctx, dir, a.Name)
 		if err != nil {
-			return s.errStat(o.ctx, err)
+			return o.errStat(err, dir, a.Name)
 		}
 		r.FH = o.handle(ino)
 		r.Attr = o.postOp(ino)
@@ -283,7 +284,7 @@ func (s *Server) readlink(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		}
 		p, err := o.ex.FS.Readlink(o.ctx, ino)
 		if err != nil {
-			return s.errStat(o.ctx, err)
+			return o.errStat(err, ino, "")
 		}
 		if len(p) > nfs3.MaxPath {
 			return nfs3.ErrNameTooLong
@@ -337,7 +338,7 @@ func (s *Server) read(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		buf := st.buf[:want]
 		n, eof, err := o.ex.FS.ReadAt(o.ctx, ino, buf, int64(a.Offset))
 		if err != nil {
-			return s.errStat(o.ctx, err)
+			return o.errStat(err, ino, "")
 		}
 		// The reply's attributes are at's, so its EOF agrees with them
 		// (FS.ReadAt).
@@ -382,7 +383,7 @@ func (s *Server) write(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		data := a.Data[:min(a.Count, s.maxIO)]
 		committed, err := o.ex.FS.WriteAt(o.ctx, ino, data, int64(a.Offset), a.Stable)
 		if err != nil {
-			return s.errStat(o.ctx, err)
+			return o.errStat(err, ino, "")
 		}
 		r.Count, r.Committed, r.Verf = uint32(len(data)), max(committed, a.Stable), s.verf
 		return nfs3.OK
@@ -412,7 +413,7 @@ func (s *Server) commit(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 			return st
 		}
 		if err := o.ex.FS.Commit(o.ctx, ino); err != nil {
-			return s.errStat(o.ctx, err)
+			return o.errStat(err, ino, "")
 		}
 		r.Verf = s.verf
 		return nfs3.OK
@@ -420,11 +421,11 @@ func (s *Server) commit(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 	return reply(nfs3.ProcCommit, 0, &r)
 }
 
-// made fills the results of a procedure that made ino in dir.
-func (o *op) made(r *nfs3.CreateRes, dir uint64, dirBefore *nfs3.Attr, ino uint64, err error) nfs3.Stat {
+// made fills the results of a procedure that made ino as name in dir.
+func (o *op) made(r *nfs3.CreateRes, dir uint64, name string, dirBefore *nfs3.Attr, ino uint64, err error) nfs3.Stat {
 	r.DirWcc = o.wcc(dir, dirBefore)
 	if err != nil {
-		return o.s.errStat(o.ctx, err)
+		return o.errStat(err, dir, name)
 	}
 	r.FH = nfs3.PostOpFH{Present: true, FH: o.handle(ino)}
 	r.Attr = o.postOp(ino)
@@ -452,7 +453,7 @@ func (s *Server) makeIn(ctx context.Context, c *rpc.Call, where *nfs3.DirOpArgs,
 	}
 	o.withCred()
 	ino, err := mk(&o, dir)
-	return o.made(r, dir, &before, ino, err)
+	return o.made(r, dir, where.Name, &before, ino, err)
 }
 
 func (s *Server) create(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
@@ -580,7 +581,7 @@ func (s *Server) removeIn(ctx context.Context, c *rpc.Call, p nfs3.Proc) (rpc.Bo
 		} else {
 			err = o.ex.FS.Remove(o.ctx, dir, a.Name)
 		}
-		return s.errStat(o.ctx, err)
+		return o.errStat(err, dir, a.Name)
 	}()
 	return reply(p, 0, &r)
 }
@@ -626,7 +627,7 @@ func (s *Server) rename(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		if st := nameStat(a.To.Name, nfs3.ErrInval); st != nfs3.OK {
 			return st
 		}
-		return s.errStat(o.ctx, o.ex.FS.Rename(o.ctx, from, a.From.Name, to, a.To.Name))
+		return o.errStat(o.ex.FS.Rename(o.ctx, from, a.From.Name, to, a.To.Name), from, a.From.Name)
 	}()
 	return reply(nfs3.ProcRename, 0, &r)
 }
@@ -665,7 +666,7 @@ func (s *Server) link(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		if at.Type == nfs3.TypeDir {
 			return nfs3.ErrIsDir
 		}
-		return s.errStat(o.ctx, o.ex.FS.Link(o.ctx, ino, dir, a.Link.Name))
+		return o.errStat(o.ex.FS.Link(o.ctx, ino, dir, a.Link.Name), dir, a.Link.Name)
 	}()
 	return reply(nfs3.ProcLink, 0, &r)
 }
@@ -683,7 +684,7 @@ func (o *op) listDir(dir, cookie uint64, add func(name string, ino, next uint64)
 	if cookie <= 1 {
 		parent, err := o.ex.FS.Lookup(o.ctx, dir, "..")
 		if err != nil {
-			return false, o.s.errStat(o.ctx, err)
+			return false, o.errStat(err, dir, "..")
 		}
 		if !add("..", parent, 2) {
 			return false, nfs3.OK
@@ -693,7 +694,7 @@ func (o *op) listDir(dir, cookie uint64, add func(name string, ino, next uint64)
 		return add(name, ino, next+dotCookies)
 	})
 	if err != nil {
-		return false, o.s.errStat(o.ctx, err)
+		return false, o.errStat(err, dir, "")
 	}
 	return eof, nfs3.OK
 }
@@ -820,7 +821,7 @@ func (s *Server) fsstat(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		}
 		fs, err := o.ex.FS.Statfs(o.ctx)
 		if err != nil {
-			return s.errStat(o.ctx, err)
+			return o.errStat(err, ino, "")
 		}
 		r.TBytes, r.FBytes, r.ABytes = fs.TotalBytes, fs.FreeBytes, fs.AvailBytes
 		r.TFiles, r.FFiles, r.AFiles = fs.TotalFiles, fs.FreeFiles, fs.AvailFiles
