@@ -175,9 +175,10 @@
 //   - requester.go: a call's registration and post, matching replies,
 //     version fallback, CancelCall; requester_recv.go: how replies reach
 //     the rpc layer (Recv, Push).
-//   - responder.go: checking received calls, their chunks and the reply's
-//     registration and post; RDMA_ERROR answers; responder_recv.go: how
-//     calls reach the rpc layer (Recv, Push, the pump).
+//   - responder.go: checking received calls and their chunks;
+//     responder_recv.go: how calls reach the rpc layer (Recv, Push, the
+//     pump); responder_send.go: replies, their registration and post, and
+//     RDMA_ERROR answers.
 //   - pull.go: RDMA Reads of read chunks, for both roles.
 //   - backchannel.go: the backward direction (RFC 8167), the Backchannel
 //     both roles share; backchannel_serve.go: a requester's serving half;

@@ -46,6 +46,11 @@ import (
 //     responder's receive buffer, the whole reduced call goes in a
 //     position-zero read chunk of an RDMA_NOMSG message: a long call.
 
+// requester is the requester role of a Conn: the calls outstanding, the
+// credit window, the version in use, how replies reach the rpc layer
+// (requester_recv.go) and its half of the backward direction
+// (backchannel_serve.go). The short path's turn (short.go) is a
+// requester's too, but its state stays on Conn, whose loop takes part.
 type requester struct {
 	c       *Conn
 	credits *creditWindow
