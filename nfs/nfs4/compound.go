@@ -130,6 +130,9 @@ type UnknownOpError struct {
 
 func (e *UnknownOpError) Error() string {
 	kind, name := "COMPOUND", Op(e.Op).String()
+	if e.Callback {
+		kind, name = "CB_COMPOUND", CBOp(e.Op).String()
+	}
 	if name[len(name)-1] == ')' {
 		name = "unknown"
 	}
@@ -182,7 +185,7 @@ func (c *CompoundArgs) Decode(d *rpc.BodyDecoder) error {
 		}
 		c.Ops = append(c.Ops, op)
 	}
-	if c.Ops != nil && len(c.Ops) == 0 {
+	if len(c.Ops) == 0 {
 		c.Ops = nil
 	}
 	return d.Err()
@@ -241,7 +244,7 @@ func (c *CompoundRes) Decode(d *rpc.BodyDecoder) error {
 		}
 		c.Ops = append(c.Ops, op)
 	}
-	if c.Ops != nil && len(c.Ops) == 0 {
+	if len(c.Ops) == 0 {
 		c.Ops = nil
 	}
 	return d.Err()
