@@ -38,7 +38,7 @@ func (r *requester) deliver(in inbound) bool {
 	defer r.pushMu.Unlock()
 	if r.pushTo != nil {
 		r.pushTo(r.replyOf(in))
-		c.wakeTurn()
+		r.wakeTurn()
 		return true
 	}
 	if c.incoming.put(in) {

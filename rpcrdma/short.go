@@ -36,6 +36,11 @@ import (
 // processing, gives it (given). The loop alone ends the connection: a
 // caller whose Wait reports the end, or whose ctx ends, gives the turn
 // back, and the loop then hears the end from its own Wait.
+//
+// The turn's state (shortPath) is the Conn's, since the loop gives and
+// takes it back (yieldTurn, awaitTurn) and every post may have to wake
+// the loop (unparkTurn); what a caller does with it is the requester's
+// (sendDeliver, takeTurn, deliverHeld, giveTurn).
 
 // shortPath is a Conn's turn state. mu guards the fields but waits and
 // free's mirror; the channels and cs are made once, under mu, by the
@@ -78,29 +83,35 @@ func (c *Conn) SendDeliver(ctx context.Context, m *rpc.Msg, arrived func() bool)
 	if c.req == nil || len(m.XDR) < 8 {
 		return false, c.Send(ctx, m)
 	}
-	if err := c.req.credits.acquire(ctx); err != nil {
+	return c.req.sendDeliver(ctx, m, arrived)
+}
+
+// sendDeliver is SendDeliver on a requester, for a call m with an RPC
+// header.
+func (r *requester) sendDeliver(ctx context.Context, m *rpc.Msg, arrived func() bool) (bool, error) {
+	if err := r.credits.acquire(ctx); err != nil {
 		return false, err
 	}
-	direct := c.directCall(m)
-	if cs, held := c.takeFreeTurn(direct); held {
-		err := c.req.sendCall(noWait, m)
+	direct := r.directCall(m)
+	if cs, held := r.takeFreeTurn(direct); held {
+		err := r.sendCall(noWait, m)
 		if err == nil {
-			got := c.deliverHeld(ctx, cs, arrived)
-			c.giveTurn()
+			got := r.deliverHeld(ctx, cs, arrived)
+			r.giveTurn()
 			return got, nil
 		}
-		c.giveTurn()
+		r.giveTurn()
 		if !errors.Is(err, context.Canceled) {
-			c.req.credits.release()
+			r.credits.release()
 			return false, err
 		}
 		// It would have waited: send it the usual way.
 	}
-	if err := c.req.sendCall(ctx, m); err != nil {
-		c.req.credits.release()
+	if err := r.sendCall(ctx, m); err != nil {
+		r.credits.release()
 		return false, err
 	}
-	return c.deliverUntil(ctx, arrived, direct), nil
+	return r.deliverUntil(ctx, arrived, direct), nil
 }
 
 // directCall reports whether the caller of m, with the turn, does the
@@ -117,7 +128,8 @@ func (c *Conn) SendDeliver(ctx context.Context, m *rpc.Msg, arrived func() bool)
 // a header's length of the limit may still go long (RDMA_NOMSG, pulled
 // whole); it is then pulled with the caller direct, which costs only
 // speed.
-func (c *Conn) directCall(m *rpc.Msg) bool {
+func (r *requester) directCall(m *rpc.Msg) bool {
+	c := r.c
 	if c.dio == nil {
 		return false
 	}
@@ -127,7 +139,7 @@ func (c *Conn) directCall(m *rpc.Msg) bool {
 			return false
 		}
 	}
-	return m.Len() <= c.negV[c.role.version()].sendLimit
+	return m.Len() <= c.negV[r.version()].sendLimit
 }
 
 // noWait is a context that has ended: a send with it takes what it needs
@@ -141,14 +153,15 @@ var noWait = func() context.Context {
 
 // takeFreeTurn takes a free turn when no call is outstanding, which
 // needs no other goroutine's help, and returns the batch slice to use.
-func (c *Conn) takeFreeTurn(direct bool) ([]rdma.Completion, bool) {
+func (r *requester) takeFreeTurn(direct bool) ([]rdma.Completion, bool) {
+	c := r.c
 	s := &c.short
 	if !s.isFree.Load() {
 		return nil, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.free || c.req.outstanding() != 0 {
+	if !s.free || r.outstanding() != 0 {
 		return nil, false
 	}
 	s.free, s.caller = false, true
@@ -163,26 +176,27 @@ func (c *Conn) takeFreeTurn(direct bool) ([]rdma.Completion, bool) {
 // if the provider can interrupt a Wait, and processes completions until
 // arrived (deliverHeld). It reports whether arrived became true after a
 // batch it processed.
-func (c *Conn) deliverUntil(ctx context.Context, arrived func() bool, direct bool) bool {
-	if c.req.outstanding() != 1 {
+func (r *requester) deliverUntil(ctx context.Context, arrived func() bool, direct bool) bool {
+	if r.outstanding() != 1 {
 		return false
 	}
-	wi, ok := c.rc.(rdma.WaitInterrupter)
+	wi, ok := r.c.rc.(rdma.WaitInterrupter)
 	if !ok {
 		return false
 	}
-	cs, ok := c.takeTurn(ctx, wi, direct)
+	cs, ok := r.takeTurn(ctx, wi, direct)
 	if !ok {
 		return false
 	}
-	got := c.deliverHeld(ctx, cs, arrived)
-	c.giveTurn()
+	got := r.deliverHeld(ctx, cs, arrived)
+	r.giveTurn()
 	return got
 }
 
 // deliverHeld processes completions, with the turn, until arrived
 // reports true, ctx ends or Wait reports the connection's end.
-func (c *Conn) deliverHeld(ctx context.Context, cs []rdma.Completion, arrived func() bool) bool {
+func (r *requester) deliverHeld(ctx context.Context, cs []rdma.Completion, arrived func() bool) bool {
+	c := r.c
 	// A reply may also be delivered off the turn, by a side goroutine
 	// (a read-chunk reply pulled, a resend that failed): waits tells
 	// such a deliverer to interrupt this goroutine's Wait (wakeTurn).
@@ -212,8 +226,8 @@ func (c *Conn) deliverHeld(ctx context.Context, cs []rdma.Completion, arrived fu
 // wakeTurn interrupts the Wait of a caller that has the turn, when a
 // reply has been delivered by a goroutine other than the one processing
 // completions.
-func (c *Conn) wakeTurn() {
-	if c.short.waits.Load() {
+func (r *requester) wakeTurn() {
+	if c := r.c; c.short.waits.Load() {
 		c.rc.(rdma.WaitInterrupter).InterruptWait()
 	}
 }
@@ -221,7 +235,8 @@ func (c *Conn) wakeTurn() {
 // takeTurn asks the loop for the turn and waits until it is given, ctx
 // ends or the loop has ended. It returns the batch slice to use and true
 // once the caller has the turn.
-func (c *Conn) takeTurn(ctx context.Context, wi rdma.WaitInterrupter, direct bool) ([]rdma.Completion, bool) {
+func (r *requester) takeTurn(ctx context.Context, wi rdma.WaitInterrupter, direct bool) ([]rdma.Completion, bool) {
+	c := r.c
 	s := &c.short
 	s.mu.Lock()
 	if s.ended || s.want || s.caller || s.reclaim {
@@ -237,7 +252,7 @@ func (c *Conn) takeTurn(ctx context.Context, wi rdma.WaitInterrupter, direct boo
 		}
 		return s.cs, true
 	}
-	if !c.req.pushing() {
+	if !r.pushing() {
 		s.mu.Unlock()
 		return nil, false
 	}
@@ -267,19 +282,20 @@ func (c *Conn) takeTurn(ctx context.Context, wi rdma.WaitInterrupter, direct boo
 	s.mu.Unlock()
 	// The loop gave the turn meanwhile: give it back.
 	<-given
-	c.giveTurn()
+	r.giveTurn()
 	return nil, false
 }
 
 // giveTurn ends a caller's turn: it leaves the turn free when nothing
 // but replies to calls can arrive and none is outstanding, else gives it
 // back to the loop.
-func (c *Conn) giveTurn() {
+func (r *requester) giveTurn() {
+	c := r.c
 	c.endDirect()
 	s := &c.short
 	s.mu.Lock()
 	s.caller = false
-	if !s.reclaim && c.quiet() {
+	if !s.reclaim && r.quiet() {
 		s.free = true
 		s.isFree.Store(true)
 		s.mu.Unlock()
@@ -293,8 +309,9 @@ func (c *Conn) giveTurn() {
 // quiet reports whether nothing can arrive on a requester but the answer
 // to a call sent from now on: no call outstanding, no send-queue work in
 // flight, no backward direction, no RDMA_OPTIONAL handlers.
-func (c *Conn) quiet() bool {
-	if c.req.back != nil || len(c.cfg.Options) > 0 || c.req.outstanding() != 0 {
+func (r *requester) quiet() bool {
+	c := r.c
+	if r.back != nil || len(c.cfg.Options) > 0 || r.outstanding() != 0 {
 		return false
 	}
 	c.opsMu.Lock()

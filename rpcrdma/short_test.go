@@ -339,7 +339,7 @@ func TestDirectCall(t *testing.T) {
 		{"item at the threshold", rpc.Msg{Body: rpc.Body{XDR: make([]byte, 44), Items: []rpc.DDPItem{{Offset: 44, Data: make([]byte, th)}}}}, false},
 		{"longer than the inline limit", rpc.Msg{Body: rpc.Body{XDR: make([]byte, limit+4)}}, false},
 	} {
-		if got := c.directCall(&tc.m); got != tc.want {
+		if got := c.req.directCall(&tc.m); got != tc.want {
 			t.Errorf("%s: directCall %v, want %v", tc.name, got, tc.want)
 		}
 	}
