@@ -39,10 +39,15 @@ import (
 // goroutine of its own, its loop.
 //
 // Roles. What only a requester or only a responder keeps lives in its
-// role's type, requester (requester.go, requester_recv.go) or responder
-// (responder.go, responder_recv.go), and so does each role's half of the
-// backward direction (backServer, backCaller); Conn holds what both use,
-// and dispatches to the role through the role interface.
+// role's type, requester (requester.go, requester_recv.go, and the
+// caller's side of the short path in short.go) or responder
+// (responder.go, responder_recv.go, responder_send.go), and so does each
+// role's half of the backward direction (backServer, backCaller); Conn
+// holds what both use (the rings, the send queue, the loop, the
+// lifecycle) and reaches the role through the role interface. Only the
+// two methods that implement an rpc interface for one role alone ask
+// which role it is: SendDeliver (a requester's) and ReserveReply (a
+// responder's).
 //
 // Locks. Mutexes guard only small tables, and all but three are leaves,
 // never held while another is taken: opsMu, errMu, sideMu, requester.mu,
@@ -149,8 +154,9 @@ type Conn struct {
 	ln *Listener
 }
 
-// role is what a requester and a responder each do with the messages the
-// loop receives (requester.go, responder.go).
+// role is what a requester and a responder each do for their Conn: with
+// the messages the loop receives, with Send, Recv and Push, and when the
+// connection ends (requester.go, responder.go).
 type role interface {
 	// onMessage handles a received message on the loop; derr is why its
 	// transport header did not decode, raw its first bytes then.
