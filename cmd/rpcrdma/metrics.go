@@ -42,6 +42,9 @@ type serverMetrics struct {
 	closed rpcrdma.StatsSnapshot // sums over closed connections
 	opened uint64
 	calls  map[string]*atomic.Uint64 // by procedure name; filled by wrap before serving
+	// more, if set before serving, returns families a command adds
+	// (nfs serve's NFS procedures), written after these.
+	more func() []family
 
 	ln  net.Listener
 	srv *http.Server
@@ -55,15 +58,31 @@ func newServerMetrics(p *iwarp.Provider) *serverMetrics {
 type metricType string
 
 const (
-	counterType metricType = "counter"
-	gaugeType   metricType = "gauge"
+	counterType   metricType = "counter"
+	gaugeType     metricType = "gauge"
+	histogramType metricType = "histogram"
 )
 
-// family is one metric: its name, HELP text, type and samples.
+// family is one metric: its name, HELP text, type and samples; a
+// histogram's are in hists, by the value of its label, with the upper
+// bounds of its buckets in bounds.
 type family struct {
 	name, help string
 	typ        metricType
 	samples    []sample
+	label      string    // histograms: the label telling hists apart
+	bounds     []float64 // histograms: the buckets' upper bounds, ascending
+	hists      []histogram
+}
+
+// histogram is one labelled histogram of a family: counts[i] is the
+// number of observations at most bounds[i] (not cumulative), the
+// observations above the last bound being count less their sum.
+type histogram struct {
+	labelValue string
+	counts     []uint64
+	count      uint64
+	sum        float64
 }
 
 // sample is one value of a family, with at most one label.
@@ -161,13 +180,17 @@ func (m *serverMetrics) families() []family {
 			{"direction", "received", float64(ps.TerminatesRecv)},
 		}})
 	}
-	return append(fams,
+	fams = append(fams,
 		one("rpcrdma_connections", "Connections open now.", gaugeType, float64(live)),
 		one("rpcrdma_connections_total", "Connections accepted since start.", counterType, float64(opened)),
 		one("rpcrdma_registered_bytes", "Memory registered for RDMA now, buffer rings included.", gaugeType, float64(registered)),
 		one("rpcrdma_credits_granted", "Credits granted, summed over open connections.", gaugeType, float64(granted)),
 		one("rpcrdma_credits_in_use", "Calls received and not yet answered (credits in use), summed over open connections.", gaugeType, float64(pending)),
 	)
+	if m.more != nil {
+		fams = append(fams, m.more()...)
+	}
+	return fams
 }
 
 // exposition is the Content-Type of the text format written by
@@ -190,9 +213,26 @@ func writeFamilies(w io.Writer, fams []family) error {
 			b.WriteString(strconv.FormatFloat(s.value, 'g', -1, 64))
 			b.WriteByte('\n')
 		}
+		for _, h := range f.hists {
+			writeHistogram(&b, &f, &h)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeHistogram writes h's lines: a cumulative _bucket per bound and
+// +Inf, then _sum and _count.
+func writeHistogram(b *strings.Builder, f *family, h *histogram) {
+	lv := labelEscaper.Replace(h.labelValue)
+	var cum uint64
+	for i, le := range f.bounds {
+		cum += h.counts[i]
+		fmt.Fprintf(b, "%s_bucket{%s=\"%s\",le=\"%s\"} %d\n", f.name, f.label, lv, strconv.FormatFloat(le, 'g', -1, 64), cum)
+	}
+	fmt.Fprintf(b, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %d\n", f.name, f.label, lv, h.count)
+	fmt.Fprintf(b, "%s_sum{%s=\"%s\"} %s\n", f.name, f.label, lv, strconv.FormatFloat(h.sum, 'g', -1, 64))
+	fmt.Fprintf(b, "%s_count{%s=\"%s\"} %d\n", f.name, f.label, lv, h.count)
 }
 
 var (

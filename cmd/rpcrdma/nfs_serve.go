@@ -6,13 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
@@ -26,6 +35,7 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 	squash := fs.Bool("root-squash", false, "map uid and gid 0 to 65534")
 	secretFile := fs.String("secret-file", "", "file keeping the key of the file handles, created if missing (0600), so handles survive a restart; empty: a new key each run")
 	grace := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight calls may take to complete")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port): calls and latencies by NFS procedure, errors by status, connections; empty: off")
 	var tf transportFlags
 	tf.register(fs, true)
 	if err := parse(fs, args); err != nil {
@@ -48,7 +58,8 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer fsys.Close()
-	srv, err := nfs.NewServer(nfs.ServerConfig{Secret: secret, Logger: log,
+	nm := newNFSMetrics()
+	srv, err := nfs.NewServer(nfs.ServerConfig{Secret: secret, Logger: log, Observe: nm.observe,
 		Exports: []nfs.Export{{Path: *export, FS: fsys, ReadOnly: *ro, RootSquash: *squash}}})
 	if err != nil {
 		return err
@@ -56,45 +67,81 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var servers []*rpc.Server
+	var p rdma.Provider
+	if *rdmaAddr != "" {
+		if p, err = tf.provider(); err != nil {
+			return err
+		}
+	}
+	ip, _ := p.(*iwarp.Provider)
+	m := newServerMetrics(ip)
+	m.more = nm.families
+	opts := &rpc.ServerOptions{Logger: log, Auth: loggedAuth(log)}
+	var (
+		servers []*rpc.Server
+		closers []io.Closer // the listeners
+		conns   sync.WaitGroup
+	)
 	served := make(chan error, 2)
 	msg := "nfs: serving " + fs.Arg(0) + " as " + *export
+	switch {
+	case *ro && *squash:
+		msg += " (read-only, root squashed)"
+	case *ro:
+		msg += " (read-only)"
+	case *squash:
+		msg += " (root squashed)"
+	}
 	if *tcpAddr != "" {
 		l, err := net.Listen("tcp", *tcpAddr)
 		if err != nil {
 			return err
 		}
-		rs := srv.NewRPCServer(true, &rpc.ServerOptions{Logger: log})
+		closers = append(closers, l)
+		rs := srv.NewRPCServer(true, opts)
 		servers = append(servers, rs)
-		go func() { served <- rs.ServeListener(l) }()
+		nm.rpcs = append(nm.rpcs, rs)
+		go func() { served <- serveNFSTCP(l, rs, nm, log, &conns) }()
 		msg += "; tcp " + l.Addr().String() + " (NFS, MOUNT)"
 	}
 	if *rdmaAddr != "" {
-		p, err := tf.provider()
-		if err != nil {
-			return err
-		}
 		cfg := tf.config(log)
 		cfg.Bounds.ArgLimit = srv.ArgLimit // a WRITE pulls at most wtmax
 		l, err := rpcrdma.Listen(ctx, p, *rdmaAddr, cfg)
 		if err != nil {
 			return err
 		}
-		defer l.Close()
-		rs := srv.NewRPCServer(false, &rpc.ServerOptions{Logger: log})
+		closers = append(closers, l)
+		m.setListener(l)
+		rs := srv.NewRPCServer(false, opts)
 		servers = append(servers, rs)
-		go func() { served <- rpcrdma.Serve(context.Background(), l, rs) }()
+		nm.rpcs = append(nm.rpcs, rs)
+		go func() { served <- serveNFSRDMA(l, rs, m, log, &conns) }()
 		msg += "; rdma " + l.Addr().String() + " (NFS)"
+	}
+	defer func() {
+		for _, l := range closers {
+			l.Close()
+		}
+	}()
+	if *metricsAddr != "" {
+		if err := m.start(*metricsAddr, log); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		defer m.close()
 	}
 	log.Info(msg)
 	select {
 	case <-ctx.Done():
 	case err := <-served:
-		if !errors.Is(err, rpc.ErrServerClosed) {
+		if err != nil {
 			return err
 		}
 	}
-	log.Info("shutting down", "timeout", *grace)
+	log.Info("shutting down: no new connections; waiting for in-flight calls", "timeout", *grace)
+	for _, l := range closers {
+		l.Close()
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
 	var calls uint64
@@ -105,8 +152,193 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 		}
 		calls += rs.Stats().Calls
 	}
+	conns.Wait()
 	log.Info("stopped", "calls", calls)
 	return nil
+}
+
+// loggedAuth is rpc.DefaultAuth logging the calls it refuses, at Info
+// level: a client whose credentials the server rejects sees only
+// AUTH_ERROR.
+func loggedAuth(log *slog.Logger) func(context.Context, *rpc.Call) (rpc.OpaqueAuth, error) {
+	return func(ctx context.Context, c *rpc.Call) (rpc.OpaqueAuth, error) {
+		v, err := rpc.DefaultAuth(ctx, c)
+		if err != nil {
+			log.LogAttrs(ctx, slog.LevelInfo, "nfs: call refused", slog.String("call", c.Header.ID().String()),
+				slog.String("cred", c.Header.Cred.Flavor.String()), slog.Any("auth", err))
+		}
+		return v, err
+	}
+}
+
+// serveNFSTCP accepts connections on l and serves each with rs, logging
+// it open and closed, until l is closed (nil) or fails (its error).
+func serveNFSTCP(l net.Listener, rs *rpc.Server, nm *nfsMetrics, log *slog.Logger, conns *sync.WaitGroup) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		remote := c.RemoteAddr()
+		log.Info("nfs: connection opened", "transport", "tcp", "remote", remote)
+		nm.tcpOpened.Add(1)
+		nm.tcpOpen.Add(1)
+		conns.Go(func() {
+			start := time.Now()
+			err := rs.Serve(rpc.NewStreamTransport(c, nil))
+			nm.tcpOpen.Add(-1)
+			logNFSClosed(log, "tcp", remote, time.Since(start), err)
+		})
+	}
+}
+
+// serveNFSRDMA is serveNFSTCP for RPC-over-RDMA, following each
+// connection's counters in m.
+func serveNFSRDMA(l *rpcrdma.Listener, rs *rpc.Server, m *serverMetrics, log *slog.Logger, conns *sync.WaitGroup) error {
+	for {
+		c, err := l.Accept(context.Background())
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		m.add(c)
+		in := c.Info()
+		log.Info("nfs: connection opened", "transport", "rdma", "remote", in.Remote, "rpcrdma_version", in.Version,
+			"send_inline", in.SendInline, "recv_inline", in.RecvInline, "credits", in.Credits)
+		conns.Go(func() {
+			start := time.Now()
+			err := rs.Serve(c)
+			c.Close()
+			m.remove(c)
+			if cerr := c.Err(); !errors.Is(err, rpc.ErrServerClosed) && cerr != nil {
+				err = cerr
+			}
+			logNFSClosed(log, "rdma", in.Remote, time.Since(start), err)
+		})
+	}
+}
+
+// logNFSClosed logs the end of a connection that lasted d, at Info level:
+// closed by the peer, by the server, or refused for what the peer sent
+// (HTTP, or records no RPC peer sends), with the error if it failed.
+func logNFSClosed(log *slog.Logger, transport string, remote net.Addr, d time.Duration, err error) {
+	attrs := []slog.Attr{slog.String("transport", transport), slog.Any("remote", remote), slog.Duration("duration", d.Round(time.Millisecond))}
+	switch {
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, rdma.ErrDisconnected):
+		log.LogAttrs(context.Background(), slog.LevelInfo, "nfs: connection closed by the peer", attrs...)
+	case errors.Is(err, rpc.ErrServerClosed), errors.Is(err, rdma.ErrClosed):
+		log.LogAttrs(context.Background(), slog.LevelInfo, "nfs: connection closed by the server", attrs...)
+	case errors.Is(err, rpc.ErrHTTP), errors.Is(err, rpc.ErrRecordTooLarge), errors.Is(err, rpc.ErrTooManyFragments):
+		log.LogAttrs(context.Background(), slog.LevelInfo, "nfs: connection rejected", append(attrs, slog.Any("err", err))...)
+	default:
+		log.LogAttrs(context.Background(), slog.LevelInfo, "nfs: connection failed", append(attrs, slog.Any("err", err))...)
+	}
+}
+
+// nfsMetrics are nfs serve's own metrics, added to a serverMetrics (its
+// more): calls and their latencies by NFS procedure, failed calls by
+// status, the answers package rpc gives without a handler, and TCP
+// connections (serverMetrics follows the RPC-over-RDMA ones).
+type nfsMetrics struct {
+	procs  [nfs3.NumProcs]procMetrics
+	errors sync.Map // nfs3.Stat -> *atomic.Uint64, for statuses other than NFS3_OK
+	rpcs   []*rpc.Server
+
+	tcpOpened atomic.Uint64
+	tcpOpen   atomic.Int64
+}
+
+// procMetrics are one procedure's calls: counts[i] those that took at
+// most latencyBounds[i] (and more than the bound before), counts[len]
+// the slower ones; nanos their total duration.
+type procMetrics struct {
+	counts [len(latencyBounds) + 1]atomic.Uint64
+	nanos  atomic.Uint64
+}
+
+// latencyBounds are the upper bounds, in seconds, of the latency
+// histogram's buckets: from what a GETATTR takes on loopback to what a
+// 1 MiB WRITE to a slow disk does.
+var latencyBounds = [...]float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5, 5, 10}
+
+func newNFSMetrics() *nfsMetrics { return &nfsMetrics{} }
+
+// observe counts a call; nfs.Server calls it for each (ServerConfig.Observe).
+func (nm *nfsMetrics) observe(c nfs.CallDone) {
+	if c.Proc >= nfs3.NumProcs {
+		return
+	}
+	pm := &nm.procs[c.Proc]
+	secs := c.Duration.Seconds()
+	i := sort.SearchFloat64s(latencyBounds[:], secs)
+	pm.counts[i].Add(1)
+	pm.nanos.Add(uint64(c.Duration))
+	if c.Err == nil && c.Stat != nfs3.OK {
+		v, ok := nm.errors.Load(c.Stat)
+		if !ok {
+			v, _ = nm.errors.LoadOrStore(c.Stat, new(atomic.Uint64))
+		}
+		v.(*atomic.Uint64).Add(1)
+	}
+}
+
+// families returns the NFS metrics as they are now.
+func (nm *nfsMetrics) families() []family {
+	calls := family{name: "rpcrdma_nfs_calls_total", help: "NFSv3 calls handled (NULL aside), by procedure.", typ: counterType}
+	lat := family{name: "rpcrdma_nfs_call_duration_seconds", help: "How long NFSv3 calls took to handle, from their arguments to their results, by procedure.",
+		typ: histogramType, label: "proc", bounds: latencyBounds[:]}
+	for i := range nm.procs {
+		p, pm := nfs3.Proc(i), &nm.procs[i]
+		h := histogram{labelValue: p.String(), counts: make([]uint64, len(latencyBounds))}
+		for i := range h.counts {
+			h.counts[i] = pm.counts[i].Load()
+			h.count += h.counts[i]
+		}
+		h.count += pm.counts[len(latencyBounds)].Load()
+		if h.count == 0 {
+			continue
+		}
+		h.sum = float64(pm.nanos.Load()) / 1e9
+		calls.samples = append(calls.samples, sample{"proc", p.String(), float64(h.count)})
+		lat.hists = append(lat.hists, h)
+	}
+	errs := family{name: "rpcrdma_nfs_errors_total", help: "NFSv3 calls answered with a status other than NFS3_OK, by status.", typ: counterType}
+	nm.errors.Range(func(k, v any) bool {
+		errs.samples = append(errs.samples, sample{"status", k.(nfs3.Stat).String(), float64(v.(*atomic.Uint64).Load())})
+		return true
+	})
+	slices.SortFunc(errs.samples, func(a, b sample) int { return strings.Compare(a.labelValue, b.labelValue) })
+	var st rpc.ServerStats
+	for _, rs := range nm.rpcs {
+		s := rs.Stats()
+		st.RPCMismatch += s.RPCMismatch
+		st.AuthError += s.AuthError
+		st.ProgUnavail += s.ProgUnavail
+		st.ProgMismatch += s.ProgMismatch
+		st.ProcUnavail += s.ProcUnavail
+		st.GarbageArgs += s.GarbageArgs
+		st.SystemErr += s.SystemErr
+		st.Dropped += s.Dropped
+	}
+	refused := family{name: "rpcrdma_rpc_refused_total", help: "RPC calls (NFS and MOUNT) not run, by the answer: denied (RPC_MISMATCH, AUTH_ERROR), not served (PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL), failed (GARBAGE_ARGS, SYSTEM_ERR), or dropped unanswered.", typ: counterType, samples: []sample{
+		{"answer", "RPC_MISMATCH", float64(st.RPCMismatch)},
+		{"answer", "AUTH_ERROR", float64(st.AuthError)},
+		{"answer", "PROG_UNAVAIL", float64(st.ProgUnavail)},
+		{"answer", "PROG_MISMATCH", float64(st.ProgMismatch)},
+		{"answer", "PROC_UNAVAIL", float64(st.ProcUnavail)},
+		{"answer", "GARBAGE_ARGS", float64(st.GarbageArgs)},
+		{"answer", "SYSTEM_ERR", float64(st.SystemErr)},
+		{"answer", "dropped", float64(st.Dropped)},
+	}}
+	return []family{calls, lat, errs, refused,
+		{name: "rpcrdma_nfs_tcp_connections", help: "NFS and MOUNT connections over TCP open now.", typ: gaugeType, samples: []sample{{value: float64(nm.tcpOpen.Load())}}},
+		{name: "rpcrdma_nfs_tcp_connections_total", help: "NFS and MOUNT connections over TCP accepted since start.", typ: counterType, samples: []sample{{value: float64(nm.tcpOpened.Load())}}},
+	}
 }
 
 // loadSecret reads the handle key from path, creating it if missing; ""
