@@ -526,6 +526,9 @@ func decodeFattr(d *rpc.BodyDecoder, mask Bitmap, known *attrMask, one func(*rpc
 					mask[i] &= 1<<(id-lo) - 1
 				}
 			}
+			if err := ld.Err(); err != nil {
+				d.Fail(&attrListError{err})
+			}
 			return mask
 		}
 		one(&ld, id)

@@ -103,6 +103,7 @@ func TestAttrRejects(t *testing.T) {
 		{"attrlist over the buffer", &attrCodec{}, "00000001 00000002 00000010 00000001", xdr.ErrShort},
 		{"attrlist longer than its attributes", &attrCodec{}, "00000001 00000002 00000008 00000001 00000000", xdr.ErrTrailing},
 		{"attrlist shorter than its attributes", &attrCodec{}, "00000001 00000010 00000004 00000000", xdr.ErrShort},
+		{"short attrlist before a skipped unknown attribute", &attrCodec{}, "00000002 00000002 10000000 00000000", xdr.ErrShort},
 		{"bad type", &attrCodec{}, "00000001 00000002 00000004 0000000a", nil},
 		{"bad bool", &attrCodec{}, "00000001 00000020 00000004 00000002", xdr.ErrBool},
 		{"file handle over 128 bytes", &attrCodec{}, "00000001 00080000 00000088 00000081" + zeros(132), xdr.ErrTooLong},

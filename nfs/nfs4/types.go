@@ -287,13 +287,6 @@ func decodeBitmap(d *rpc.BodyDecoder, b Bitmap) Bitmap {
 // the server, this codec does not check UTF-8 on either side.
 func appendString(b []byte, s string) []byte { return xdr.AppendString(b, s) }
 
-// bodyCodec is what every argument and result type implements; the op
-// number before it is the COMPOUND's.
-type bodyCodec interface {
-	Append(*rpc.Body)
-	Decode(*rpc.BodyDecoder) error
-}
-
 // opaque decodes variable-length opaque data of at most max bytes,
 // aliasing d's memory; empty data is nil.
 func opaque(d *rpc.BodyDecoder, max int) []byte {
