@@ -474,3 +474,32 @@ func (*CBIllegalRes) CBOp() CBOp                        { return OpCBIllegal }
 func (r *CBIllegalRes) OpStatus() Stat                  { return r.Status }
 func (r *CBIllegalRes) Append(b *rpc.Body)              { appendStat(b, r.Status) }
 func (r *CBIllegalRes) Decode(d *rpc.BodyDecoder) error { return decodeStat(d, &r.Status) }
+
+// String returns the CB_COMPOUND's operations as one line:
+// "CB_COMPOUND CB_SEQUENCE CB_RECALL".
+func (c *CBCompoundArgs) String() string {
+	b := appendTag([]byte("CB_COMPOUND"), c.Tag)
+	for _, op := range c.Ops {
+		b = append(b, ' ')
+		b = append(b, op.CBOp().String()...)
+	}
+	return string(b)
+}
+
+// String returns the reply's status and each result's operation and
+// status as one line, like CompoundRes.String.
+func (c *CBCompoundRes) String() string {
+	b := appendTag(append([]byte(nil), c.Status.String()...), c.Tag)
+	for i, op := range c.Ops {
+		if i == 0 {
+			b = append(b, ':')
+		} else {
+			b = append(b, ',')
+		}
+		b = append(b, ' ')
+		b = append(b, op.CBOp().String()...)
+		b = append(b, ' ')
+		b = append(b, op.OpStatus().String()...)
+	}
+	return string(b)
+}

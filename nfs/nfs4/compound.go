@@ -419,3 +419,43 @@ func (r *IllegalRes) Decode(d *rpc.BodyDecoder) error {
 	r.Status = Stat(d.Uint32())
 	return d.Err()
 }
+
+// String returns the COMPOUND's operations as one line for logs and
+// tests: "COMPOUND SEQUENCE PUTFH READ", with the tag in brackets when
+// there is one.
+func (c *CompoundArgs) String() string {
+	b := []byte("COMPOUND")
+	b = appendTag(b, c.Tag)
+	for _, op := range c.Ops {
+		b = append(b, ' ')
+		b = append(b, op.Op().String()...)
+	}
+	return string(b)
+}
+
+// String returns the reply's status and each result's operation and
+// status as one line: "NFS4ERR_NOENT: PUTROOTFH NFS4_OK, LOOKUP
+// NFS4ERR_NOENT".
+func (c *CompoundRes) String() string {
+	b := append([]byte(nil), c.Status.String()...)
+	b = appendTag(b, c.Tag)
+	for i, op := range c.Ops {
+		if i == 0 {
+			b = append(b, ':')
+		} else {
+			b = append(b, ',')
+		}
+		b = append(b, ' ')
+		b = append(b, op.Op().String()...)
+		b = append(b, ' ')
+		b = append(b, op.OpStatus().String()...)
+	}
+	return string(b)
+}
+
+func appendTag(b []byte, tag string) []byte {
+	if tag == "" {
+		return b
+	}
+	return append(strconv.AppendQuote(append(b, " ["...), tag), ']')
+}
