@@ -131,13 +131,13 @@ func maskOf(ids ...AttrID) attrMask {
 
 func (m *attrMask) has(n AttrID) bool { return int(n/32) < attrWords && m[n/32]&(1<<(n%32)) != 0 }
 
-// AttrKnown lists the attributes Attr encodes and decodes: every
+// AttrKnown returns the attributes Attr encodes and decodes: every
 // fixed-size REQUIRED and RECOMMENDED attribute of RFC 8881 Sections 5.6
 // and 5.7, the owner strings and the file handle, and NFSv4.1's
 // suppattr_exclcreat. Not among them: acl, fs_locations, mimetype, the
 // settable-only time_access_set and time_modify_set (SetAttr has those),
 // and NFSv4.1's other attributes.
-var AttrKnown = Bitmap{attrKnown[0], attrKnown[1], attrKnown[2]}
+func AttrKnown() Bitmap { return Bitmap{attrKnown[0], attrKnown[1], attrKnown[2]} }
 
 var attrKnown = maskOf(
 	AttrSupportedAttrs, AttrType, AttrFHExpireType, AttrChange, AttrSize, AttrLinkSupport,
@@ -159,10 +159,10 @@ var attrKnown = maskOf(
 // On the wire the attributes follow in increasing number in an opaque
 // attrlist4, with no per-attribute length, so a decoder must know every
 // attribute before the last it decodes. Decode fails (UnknownAttrError) on
-// an attribute not in AttrKnown when a known one follows it; unknown
+// an attribute not in AttrKnown() when a known one follows it; unknown
 // attributes after every known one are skipped, since the attrlist4's
 // length bounds them, and their bits cleared from Mask. Append encodes
-// only the attributes of Mask in AttrKnown, with a bitmap of just those.
+// only the attributes of Mask in AttrKnown(), with a bitmap of just those.
 type Attr struct {
 	Mask Bitmap
 
@@ -563,8 +563,8 @@ func (h TimeHow) String() string {
 	return "time_how4(" + strconv.FormatUint(uint64(h), 10) + ")"
 }
 
-// SetAttrKnown lists the attributes SetAttr encodes and decodes.
-var SetAttrKnown = Bitmap{setKnown[0], setKnown[1], setKnown[2]}
+// SetAttrKnown returns the attributes SetAttr encodes and decodes.
+func SetAttrKnown() Bitmap { return Bitmap{setKnown[0], setKnown[1], setKnown[2]} }
 
 var setKnown = maskOf(AttrSize, AttrMode, AttrOwner, AttrOwnerGroup, AttrTimeAccessSet, AttrTimeModifySet)
 
@@ -573,7 +573,7 @@ var setKnown = maskOf(AttrSize, AttrMode, AttrOwner, AttrOwnerGroup, AttrTimeAcc
 // (RFC 8881 Sections 18.30, 18.4, 18.16). Each Set flag puts its
 // attribute in the bitmap; the times are settime4 (RFC 8881 Section
 // 3.3), with Atime and Mtime used for SetToClientTime. Decode follows
-// Attr's rule for attributes it does not know, with SetAttrKnown.
+// Attr's rule for attributes it does not know, with SetAttrKnown().
 type SetAttr struct {
 	SetSize, SetMode, SetOwner, SetOwnerGroup bool
 	Size                                      uint64

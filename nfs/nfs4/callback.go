@@ -43,12 +43,17 @@ var cbOpNames = [...]string{
 // CB_ILLEGAL), or its number if it has none.
 func (o CBOp) String() string {
 	switch {
-	case o >= OpCBGetattr && o <= OpCBNotifyDeviceID:
-		return cbOpNames[o-OpCBGetattr]
 	case o == OpCBIllegal:
 		return "CB_ILLEGAL"
+	case o.named():
+		return cbOpNames[o-OpCBGetattr]
 	}
 	return "cb_op(" + strconv.FormatUint(uint64(o), 10) + ")"
+}
+
+// named reports whether RFC 8881 defines o.
+func (o CBOp) named() bool {
+	return o >= OpCBGetattr && o <= OpCBNotifyDeviceID || o == OpCBIllegal
 }
 
 // CBArgOp is one callback operation's arguments in a CB_COMPOUND: an

@@ -89,13 +89,16 @@ var opNames = [...]string{
 // or its number if it has none.
 func (o Op) String() string {
 	switch {
-	case o >= OpAccess && o <= OpReclaimComplete:
-		return opNames[o-OpAccess]
 	case o == OpIllegal:
 		return "ILLEGAL"
+	case o.named():
+		return opNames[o-OpAccess]
 	}
 	return "op(" + strconv.FormatUint(uint64(o), 10) + ")"
 }
+
+// named reports whether RFC 8881 defines o.
+func (o Op) named() bool { return o >= OpAccess && o <= OpReclaimComplete || o == OpIllegal }
 
 // ArgOp is one operation's arguments in a COMPOUND: an nfs_argop4 arm
 // (RFC 8881 Section 16.2.1). Append and Decode handle the arguments
@@ -129,11 +132,11 @@ type UnknownOpError struct {
 }
 
 func (e *UnknownOpError) Error() string {
-	kind, name := "COMPOUND", Op(e.Op).String()
+	kind, name, known := "COMPOUND", Op(e.Op).String(), Op(e.Op).named()
 	if e.Callback {
-		kind, name = "CB_COMPOUND", CBOp(e.Op).String()
+		kind, name, known = "CB_COMPOUND", CBOp(e.Op).String(), CBOp(e.Op).named()
 	}
-	if name[len(name)-1] == ')' {
+	if !known {
 		name = "unknown"
 	}
 	return "nfs4: " + kind + " operation " + strconv.FormatUint(uint64(e.Op), 10) + " (" + name + ") at index " +

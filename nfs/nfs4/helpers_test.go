@@ -227,7 +227,7 @@ func fillSpecial(rng *rand.Rand, v reflect.Value) bool {
 		for i := 1; i < v.NumField(); i++ {
 			fill(rng, v.Field(i))
 		}
-		v.Field(0).Set(reflect.ValueOf(randMask(rng, AttrKnown)))
+		v.Field(0).Set(reflect.ValueOf(randMask(rng, AttrKnown())))
 	default:
 		return fillMore(rng, v)
 	}
