@@ -164,24 +164,6 @@ func (c *Conn) handleRecv(comp rdma.Completion, msg []byte) {
 	c.role.onMessage(in, derr, raw)
 }
 
-// ReserveReply implements rpc.InlineReplier on a responder. The rpc layer
-// asks it from the deliver function Push set, which the loop runs, before
-// it runs a short call's handler there (rpc.Server.HandleShort): the reply
-// is then sent from the loop, which must not wait for a send slot or a
-// send-queue entry, since only the loop frees them, nor for the reply's
-// RDMA Writes. So it takes a send slot and a send-queue entry for the
-// reply now, if both are free, and only for a call that offered no write
-// chunk and no reply chunk (its reply goes inline, or is refused with
-// ERR_CHUNK from a side goroutine) while read-chunk replies are off; it
-// reports whether it did. The reply's Send uses what it took; a call
-// released without one gives it back.
-func (c *Conn) ReserveReply(m *rpc.Msg) bool {
-	if c.resp == nil {
-		return false
-	}
-	return c.resp.reserveReply(m)
-}
-
 // Recv returns the next message for the rpc layer: on a requester, the
 // next reply (or a *rpc.CallError failing one call); on a responder, the
 // next call, with its read chunks pulled (calls whose chunks take longer to

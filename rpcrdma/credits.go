@@ -250,7 +250,7 @@ func (g *grantState) busy(npending int) { g.peak = max(g.peak, npending) }
 // the grant doubles, up to requested, the policy p's largest and
 // sharedGrantCap (only a shared pool's grant is ever raised). The caller
 // raises it (cur.Store) once it has the receives for it.
-func (g *grantState) raiseTo(npending int, requested uint32, p GrantPolicy) (uint32, bool) {
+func (g *grantState) raiseTo(npending int, requested uint32, p *GrantPolicy) (uint32, bool) {
 	cur := g.cur.Load()
 	if npending < int(cur) || requested <= cur {
 		return 0, false

@@ -191,15 +191,15 @@ func TestCreditCounts(t *testing.T) {
 func TestGrantStateRaise(t *testing.T) {
 	var g grantState
 	g.cur.Store(sharedFirstGrant)
-	if _, ok := g.raiseTo(0, 64, GrantPolicy{}); ok {
+	if _, ok := g.raiseTo(0, 64, &GrantPolicy{}); ok {
 		t.Error("raised with no call unanswered")
 	}
-	if _, ok := g.raiseTo(1, 1, GrantPolicy{}); ok {
+	if _, ok := g.raiseTo(1, 1, &GrantPolicy{}); ok {
 		t.Error("raised beyond what the requester asked for")
 	}
 	var seen []uint32
 	for {
-		want, ok := g.raiseTo(int(g.load()), 64, GrantPolicy{})
+		want, ok := g.raiseTo(int(g.load()), 64, &GrantPolicy{})
 		if !ok {
 			break
 		}
@@ -210,10 +210,10 @@ func TestGrantStateRaise(t *testing.T) {
 		t.Errorf("grants %v, want doubling to sharedGrantCap", seen)
 	}
 	g.cur.Store(4)
-	if want, ok := g.raiseTo(4, 6, GrantPolicy{}); !ok || want != 6 {
+	if want, ok := g.raiseTo(4, 6, &GrantPolicy{}); !ok || want != 6 {
 		t.Errorf("raiseTo asked for 6 from 4 = %d, %v; want 6", want, ok)
 	}
-	if want, ok := g.raiseTo(4, 64, GrantPolicy{Max: 5}); !ok || want != 5 {
+	if want, ok := g.raiseTo(4, 64, &GrantPolicy{Max: 5}); !ok || want != 5 {
 		t.Errorf("raiseTo under Max 5 from 4 = %d, %v; want 5", want, ok)
 	}
 }

@@ -427,7 +427,7 @@ func (r *responder) addPending(ic *inCall) {
 	}
 	r.npending++
 	r.grant.busy(r.npending)
-	if want, ok := r.grant.raiseTo(r.npending, ic.credits, r.c.cfg.Grant); ok {
+	if want, ok := r.grant.raiseTo(r.npending, ic.credits, &r.c.cfg.Grant); ok {
 		r.raiseGrant(want)
 	}
 	r.mu.Unlock()

@@ -111,10 +111,24 @@ func (r *responder) pushCall(in *inbound) bool {
 	return true
 }
 
-// reserveReply is Conn.ReserveReply on a responder.
-func (r *responder) reserveReply(m *rpc.Msg) bool {
-	c := r.c
-	if c.cfg.ReadChunkReplies {
+// ReserveReply implements rpc.InlineReplier on a responder. The rpc layer
+// asks it from the deliver function Push set, which the loop runs, before
+// it runs a short call's handler there (rpc.Server.HandleShort): the reply
+// is then sent from the loop, which must not wait for a send slot or a
+// send-queue entry, since only the loop frees them, nor for the reply's
+// RDMA Writes. So it takes a send slot and a send-queue entry for the
+// reply now, if both are free, and only for a call that offered no write
+// chunk and no reply chunk (its reply goes inline, or is refused with
+// ERR_CHUNK from a side goroutine) while read-chunk replies are off; it
+// reports whether it did. The reply's Send uses what it took; a call
+// released without one gives it back.
+//
+// It is the responder's alone, and here with the rest of how calls reach
+// the rpc layer; a Conn method, not one the Conn passes on to its
+// responder, so that the loop's short calls pay for no second call.
+func (c *Conn) ReserveReply(m *rpc.Msg) bool {
+	r := c.resp
+	if r == nil || c.cfg.ReadChunkReplies {
 		return false
 	}
 	xid, _, ok := rpc.PeekHeader(m.XDR)

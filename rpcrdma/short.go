@@ -40,7 +40,8 @@ import (
 // The turn's state (shortPath) is the Conn's, since the loop gives and
 // takes it back (yieldTurn, awaitTurn) and every post may have to wake
 // the loop (unparkTurn); what a caller does with it is the requester's
-// (sendDeliver, takeTurn, deliverHeld, giveTurn).
+// (SendDeliver, a Conn method that works on the requester's state;
+// takeTurn, deliverHeld, giveTurn).
 
 // shortPath is a Conn's turn state. mu guards the fields but waits and
 // free's mirror; the channels and cs are made once, under mu, by the
@@ -79,16 +80,15 @@ var _ rpc.DirectPusher = (*Conn)(nil)
 // completions it is the one to process: the credit is taken first, and
 // the call is sent with the turn only if a send slot and a send-queue
 // entry are free at once; else the turn goes back first.
+//
+// It is the requester's alone, and works on the requester's state; a
+// Conn method, not one the Conn passes on to its requester, so that a
+// call pays for no second call.
 func (c *Conn) SendDeliver(ctx context.Context, m *rpc.Msg, arrived func() bool) (bool, error) {
-	if c.req == nil || len(m.XDR) < 8 {
+	r := c.req
+	if r == nil || len(m.XDR) < 8 {
 		return false, c.Send(ctx, m)
 	}
-	return c.req.sendDeliver(ctx, m, arrived)
-}
-
-// sendDeliver is SendDeliver on a requester, for a call m with an RPC
-// header.
-func (r *requester) sendDeliver(ctx context.Context, m *rpc.Msg, arrived func() bool) (bool, error) {
 	if err := r.credits.acquire(ctx); err != nil {
 		return false, err
 	}
