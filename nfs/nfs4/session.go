@@ -103,7 +103,7 @@ func (a *ExchangeIDArgs) Append(b *rpc.Body) {
 // aliases d's memory. State protection other than SP4_NONE fails.
 func (a *ExchangeIDArgs) Decode(d *rpc.BodyDecoder) error {
 	a.Verifier.decode(d)
-	a.OwnerID = d.Opaque(OpaqueLimit)
+	a.OwnerID = opaque(d, OpaqueLimit)
 	a.Flags = d.Uint32()
 	decodeSP4None(d)
 	a.ImplID = decodeImplID(d)
@@ -155,8 +155,8 @@ func (r *ExchangeIDRes) Decode(d *rpc.BodyDecoder) error {
 	r.Flags = d.Uint32()
 	decodeSP4None(d)
 	r.ServerMinorID = d.Uint64()
-	r.ServerMajorID = d.Opaque(OpaqueLimit)
-	r.ServerScope = d.Opaque(OpaqueLimit)
+	r.ServerMajorID = opaque(d, OpaqueLimit)
+	r.ServerScope = opaque(d, OpaqueLimit)
 	r.ImplID = decodeImplID(d)
 	return d.Err()
 }
