@@ -29,8 +29,9 @@ import (
 // receive pool (pool.go) the grant starts at one (sharedFirstGrant) and
 // moves (grantState): raiseTo decides when and how far
 // it rises, review when and how far it falls, and settle when the
-// receives of a lowered grant may go back to the pool. The pool decides
-// only whether it has the receives to promise.
+// receives of a lowered grant may go back to the pool; mostUnanswered
+// says when a requester ignores its grant. The pool decides only whether
+// it has the receives to promise.
 
 // creditWindow is the requester's view: the grant and the calls in flight.
 // Acquire blocks until a call may be sent. It is safe for concurrent use.
@@ -307,3 +308,16 @@ func (g *grantState) settle(now time.Time) time.Duration {
 // bound returns the largest grant the requester may be acting on: the
 // grant, or a larger one it may not yet have seen lowered.
 func (g *grantState) bound() uint32 { return max(g.cur.Load(), g.ceiling) }
+
+// mostUnanswered returns how many calls unanswered at once mean that the
+// requester ignores its credits. Without a shared pool, that is as many
+// as the receives posted for calls, recvs less back for the backward
+// direction's, more than any grant allows. A shared pool's receives are
+// shared, so it is the grant the requester may be acting on (bound) and
+// two messages outside the credit count.
+func (g *grantState) mostUnanswered(shared bool, recvs, back int) int {
+	if shared {
+		return int(g.bound()) + 2
+	}
+	return recvs - back
+}

@@ -245,6 +245,12 @@ func TestGrantStateReview(t *testing.T) {
 	if g.load() != 3 || g.bound() != 16 {
 		t.Errorf("grant %d, bound %d; want 3 and 16 until settled", g.load(), g.bound())
 	}
+	if n := g.mostUnanswered(true, 0, 0); n != 16+2 {
+		t.Errorf("mostUnanswered with a shared pool = %d, want the unsettled 16 and 2", n)
+	}
+	if n := g.mostUnanswered(false, 130, 2); n != 128 {
+		t.Errorf("mostUnanswered without = %d, want the receives for calls, 128", n)
+	}
 	if d := g.settle(now.Add(reclaimDelay / 4)); d != reclaimDelay*3/4 {
 		t.Errorf("settle a quarter of reclaimDelay after = %v, want %v", d, reclaimDelay*3/4)
 	}

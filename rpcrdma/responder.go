@@ -167,15 +167,10 @@ func (r *responder) unpend(ic *inCall) {
 // requester ignoring its credits. Such calls are dropped rather than
 // passed on, so the calls waiting for a handler stay bounded.
 func (r *responder) overrun() bool {
+	c := r.c
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.c.shared() {
-		// The pool's receives are shared: a requester may have its
-		// grant outstanding (or a larger one it has not yet seen
-		// lowered), and two messages outside the credit count.
-		return r.npending >= int(r.grant.bound())+2
-	}
-	return r.npending >= r.c.recvSlots-int(r.c.cfg.BackwardCredits)
+	return r.npending >= r.grant.mostUnanswered(c.shared(), c.recvSlots, int(c.cfg.BackwardCredits))
 }
 
 // onMessage handles a message received by a responder, on the loop. raw
