@@ -50,10 +50,10 @@ import (
 // responder's).
 //
 // Locks. Mutexes guard only small tables, and all but three are leaves,
-// never held while another is taken: opsMu, errMu, sideMu, requester.mu,
-// backServer.mu, backCaller.mu, the shared pool's mu and the credit
-// windows' own.
-// A role's pushMu (requester.pushMu, responder.pushMu) is held while the
+// never held while another is taken: Conn's opsMu, errMu and sideMu,
+// requester.mu, a responder's idleMu (bounds.go), backServer.mu,
+// backCaller.mu, the shared pool's mu and the credit windows' own. A
+// role's pushMu (requester.pushMu, responder.pushMu) is held while the
 // rpc layer's deliver function runs, which may call Send or CancelCall
 // and so take the leaves; responder.mu is held while a grant is raised
 // or lowered, which takes the shared pool's mu (pool.go). A responder's

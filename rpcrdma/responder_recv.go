@@ -14,12 +14,13 @@ import (
 // Before Push, every call goes to Recv through c.incoming. Once Push has
 // been called (the rpc.Server does), a call without read chunks goes from
 // the loop straight to the deliver function Push set (pushCall); the
-// rest reach Recv through three queues, c.incoming (CONF_RDMA, calls
-// refused or waiting for memory), r.pulled (calls whose data chunks have
-// been pulled) and r.reserved (calls that waited for their share of the
-// budgets, bounds.go), and a side goroutine, the pump, takes them from
-// Recv to deliver while they are queued: an idle responder has no
-// goroutine but its loop.
+// rest reach Recv through three queues, c.incoming (what pushCall does
+// not take: calls with read chunks, before they are pulled, CONF_RDMA,
+// calls refused or waiting for memory), r.pulled (calls whose data
+// chunks have been pulled) and r.reserved (calls that waited for their
+// share of the budgets, bounds.go), and a side goroutine, the pump, takes
+// them from Recv to deliver while they are queued: an idle responder has
+// no goroutine but its loop.
 
 // recvQueues is the part of a responder that its loop, its pulls and its
 // waits for memory hand calls to Recv and Push through.
