@@ -12,7 +12,8 @@
 //     UnknownOpError.
 //   - io.go: READ, WRITE and COMMIT, and the facts a transport needs:
 //     which items are DDP-eligible (RFC 8267 Section 5.1; Op.DDPArg,
-//     Op.DDPResult) and a COMPOUND's one READ or WRITE (CompoundArgs.IO).
+//     Op.DDPResult) and a COMPOUND's one READ or WRITE (CompoundArgs.IO);
+//     replysize.go: how large its reply can be (CompoundArgs.ReplySize).
 //   - stat.go: Stat (nfsstat4), its words and its Error form.
 //   - types.go: the program numbers, the limits a decoder enforces, and
 //     the shared types: FileHandle, StateID, Verifier, SessionID, Bitmap,

@@ -2,6 +2,8 @@ package nfs4
 
 import (
 	"errors"
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -240,5 +242,51 @@ func TestFileOpStrings(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%q, want %q", c.got, c.want)
 		}
+	}
+}
+
+// ReplySize bounds the results of every COMPOUND whose results answer
+// its arguments: GETATTR and READDIR attributes among those asked for,
+// READDIR within maxcount, TEST_STATEID one status a stateid. READ data
+// is left out, READLINK's link counted.
+func TestReplySize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for range 2000 {
+		_, res := randCompound(rng)
+		args := &CompoundArgs{Tag: res.Tag}
+		for _, r := range res.Ops {
+			a := newArgOp(r.Op())
+			fill(rng, reflect.ValueOf(a).Elem())
+			switch r := r.(type) {
+			case *GetattrRes:
+				a.(*GetattrArgs).AttrRequest = r.Attr.Mask
+			case *ReaddirRes:
+				var b rpc.Body
+				r.Append(&b)
+				a.(*ReaddirArgs).MaxCount = uint32(len(b.XDR) - 4)
+			case *TestStateIDRes:
+				a.(*TestStateIDArgs).StateIDs = make([]StateID, len(r.Codes))
+			}
+			args.Ops = append(args.Ops, a)
+		}
+		var b rpc.Body
+		res.Append(&b)
+		n := len(b.XDR) // less the DDP items, READ data and READLINK links
+		for _, op := range res.Ops {
+			if rl, ok := op.(*ReadlinkRes); ok && rl.Status == OK {
+				n += xdr.RoundUp(len(rl.Link))
+			}
+		}
+		if max := args.ReplySize(); n > max {
+			t.Fatalf("%v: %d-byte results over ReplySize %d", res, n, max)
+		}
+	}
+	// A GETATTR of supported_attrs and lease_time fits a 1 KiB inline
+	// reply, one of owner strings does not; asking for acl makes it huge.
+	small := CompoundArgs{Ops: []ArgOp{&SequenceArgs{}, &PutRootFHArgs{}, &GetattrArgs{AttrRequest: BitmapOf(AttrSupportedAttrs, AttrLeaseTime)}}}
+	owner := CompoundArgs{Ops: []ArgOp{&SequenceArgs{}, &PutFHArgs{}, &GetattrArgs{AttrRequest: BitmapOf(AttrOwner, AttrOwnerGroup)}}}
+	acl := CompoundArgs{Ops: []ArgOp{&GetattrArgs{AttrRequest: BitmapOf(AttrACL)}}}
+	if s, o, a := small.ReplySize(), owner.ReplySize(), acl.ReplySize(); s > 1024 || o <= 1024 || a < MaxAttrLen {
+		t.Errorf("ReplySize: small GETATTR %d, owners %d, acl %d", s, o, a)
 	}
 }
