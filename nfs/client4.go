@@ -240,9 +240,17 @@ func (c *Client4) foreChannel() nfs4.ChannelAttrs {
 		MaxResponseSizeCached: 8 << 10, MaxOperations: 16, MaxRequests: uint32(c.cfg.Slots)}
 }
 
-// compoundOverhead is room for a COMPOUND's headers and small operations
-// around its READ or WRITE data.
-const compoundOverhead = 8 << 10
+// compoundOverhead is what a session asks for beyond its largest READ
+// or WRITE data, and ioOverhead what it keeps for the rest of a READ or
+// WRITE COMPOUND: ca_maxrequestsize counts the RPC header with its
+// credential (at most 400 bytes of AUTH_SYS) and every operation (RFC
+// 8881 Section 18.36.3); SEQUENCE, PUTFH with a 128-byte handle and the
+// READ or WRITE header take under 300 more. Linux's server grants 1 MiB
+// plus 4 KiB at most.
+const (
+	compoundOverhead = 8 << 10
+	ioOverhead       = 2 << 10
+)
 
 // createSession creates a session for the client ID (RFC 8881 Section
 // 18.36). use_conn_in_rdma_mode and CREATE_SESSION4_FLAG_CONN_RDMA stay
@@ -567,7 +575,7 @@ func (c *Client4) MaxWrite() int {
 // channel's size less room for the COMPOUND, at least 4 KiB and at most
 // 1 MiB.
 func ioLimit(attr uint64, channel int) int {
-	n := min(int64(1<<20), int64(channel)-compoundOverhead)
+	n := min(int64(1<<20), int64(channel)-ioOverhead)
 	if attr > 0 {
 		n = min(n, int64(min(attr, 1<<30)))
 	}
