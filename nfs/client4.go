@@ -1,0 +1,620 @@
+package nfs
+
+// An NFSv4.1 client (RFC 8881) over package rpc, so over RPC-over-RDMA
+// and TCP alike. Mount4 sets up a session: EXCHANGE_ID (SP4_NONE),
+// CREATE_SESSION with fore-channel sizes the transport can carry,
+// RECLAIM_COMPLETE (a server refuses new OPENs with NFS4ERR_GRACE until
+// it has one, RFC 8881 Section 18.51.3), and then PUTROOTFH and GETATTR
+// for the root and the server's limits. Every later COMPOUND starts with
+// SEQUENCE on a slot of the session's table (slots.go), which gives the
+// server's reply cache what it needs to run each request exactly once
+// (RFC 8881 Section 2.10.6): a request whose connection drops is sent
+// again by the rpc layer unchanged, on the same slot with the same
+// sequence ID. A session the server lost (NFS4ERR_BADSESSION,
+// NFS4ERR_DEADSESSION) is created again, and a client ID it lost
+// (NFS4ERR_STALE_CLIENTID) is exchanged again, before the request is
+// retried. While no request runs, SEQUENCE alone renews the lease.
+//
+// Goroutines: the rpc.Clients' own, and one that renews the lease; Close
+// stops and waits for it.
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs4"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+)
+
+// Config4 says how to reach an NFSv4.1 server.
+type Config4 struct {
+	// Dial connects to the NFS server (TCP or RDMA); each connection of
+	// the session comes from it, and so does each reconnection.
+	Dial Dialer
+	// Conns is how many connections the session spreads its calls over
+	// (what Linux calls nconnect): 1 (the default) to 16.
+	Conns int
+	// Cred is the AUTH_SYS identity of every call; nil selects the
+	// process's uid and gid and the host name.
+	Cred *rpc.AuthSysParms
+	// OwnerID is co_ownerid, which names this client to the server (RFC
+	// 8881 Section 2.4); empty selects one made of the host name, the
+	// process ID and random bytes, new for each Mount4.
+	OwnerID []byte
+	// Slots is how many requests may be in flight in the session, asked
+	// for as ca_maxrequests; the server may grant fewer. Default 64.
+	Slots int
+	// Reconnect configures each connection's reconnection; Dial is taken
+	// from above.
+	Reconnect rpc.ReconnectConfig
+	// Logger receives what the client does about its session; nil:
+	// nothing.
+	Logger *slog.Logger
+}
+
+// MaxConns is the most connections a session spreads its calls over, as
+// Linux's nconnect allows.
+const MaxConns = 16
+
+// Client4 is an NFSv4.1 client of one server. Its methods are safe for
+// concurrent use.
+type Client4 struct {
+	cfg      Config4
+	cred     rpc.OpaqueAuth
+	conns    []*rpc.Client
+	inFlight []atomic.Int32 // per connection, the calls in flight
+	next     atomic.Uint32  // round-robin over conns
+
+	// mu guards the session and client ID, which recover replaces.
+	mu        sync.Mutex
+	s         *session4
+	clientID  uint64
+	csSeq     uint32 // CREATE_SESSION's csa_sequence (RFC 8881 Section 18.36.4)
+	verifier  nfs4.Verifier
+	exchanged nfs4.ExchangeIDRes // the last EXCHANGE_ID's results, server owner and scope copied
+
+	root      nfs4.FileHandle
+	rootAttr  nfs4.Attr
+	lease     time.Duration
+	lastCall  atomic.Int64 // unix ns of the last request sent, for renewal
+	stop      chan struct{}
+	renewDone chan struct{}
+	closed    atomic.Bool
+}
+
+// session4 is one session: its ID, slot table and negotiated channels.
+type session4 struct {
+	id    nfs4.SessionID
+	slots *slotTable
+	fore  nfs4.ChannelAttrs
+	back  nfs4.ChannelAttrs
+	flags uint32
+}
+
+// Error4 is a failing NFSv4 status from one operation of a COMPOUND; the
+// session is fine. errors.Is(err, nfs4.ErrNoEnt) matches it.
+type Error4 struct {
+	Op   nfs4.Op
+	Stat nfs4.Stat
+}
+
+func (e *Error4) Error() string { return "nfs: " + e.Op.String() + ": " + e.Stat.Describe() }
+
+// Unwrap returns the status.
+func (e *Error4) Unwrap() error { return e.Stat }
+
+// Mount4 connects cfg.Conns connections, sets up a session on them and
+// looks up the server's root. The Client4 owns its connections; Close
+// ends the session and closes them.
+func Mount4(ctx context.Context, cfg Config4) (*Client4, error) {
+	if cfg.Dial == nil {
+		return nil, errors.New("nfs: Config4.Dial is nil")
+	}
+	if cfg.Conns == 0 {
+		cfg.Conns = 1
+	}
+	if cfg.Conns < 1 || cfg.Conns > MaxConns {
+		return nil, fmt.Errorf("nfs: Config4.Conns %d: want 1 to %d", cfg.Conns, MaxConns)
+	}
+	if cfg.Slots <= 0 {
+		cfg.Slots = 64
+	}
+	cred, err := authSys(cfg.Cred)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.OwnerID) == 0 {
+		host, _ := os.Hostname()
+		var r [8]byte
+		rand.Read(r[:])
+		cfg.OwnerID = fmt.Appendf(nil, "go-rpcrdma/%s/%d/%x", host, os.Getpid(), r)
+	}
+	c := &Client4{cfg: cfg, cred: cred, stop: make(chan struct{}), renewDone: make(chan struct{})}
+	rand.Read(c.verifier[:])
+	for range cfg.Conns {
+		rc := cfg.Reconnect
+		rc.Dial = cfg.Dial
+		rcli, err := rpc.DialClient(ctx, rc)
+		if err != nil {
+			c.closeConns()
+			return nil, fmt.Errorf("nfs: connecting to the NFS server: %w", err)
+		}
+		c.conns = append(c.conns, rcli)
+	}
+	c.inFlight = make([]atomic.Int32, len(c.conns))
+	if err := c.establish(ctx); err != nil {
+		c.closeConns()
+		return nil, err
+	}
+	if err := c.lookupRoot(ctx); err != nil {
+		close(c.renewDone) // no renewal started
+		c.Close()
+		return nil, err
+	}
+	go c.renew()
+	return c, nil
+}
+
+func (c *Client4) closeConns() {
+	for _, rc := range c.conns {
+		rc.Close()
+	}
+	close(c.renewDone)
+}
+
+// establish exchanges a client ID, creates a session and says reclaim is
+// complete.
+func (c *Client4) establish(ctx context.Context) error {
+	if err := c.exchangeID(ctx); err != nil {
+		return err
+	}
+	if err := c.createSession(ctx); err != nil {
+		return err
+	}
+	var rc nfs4.ReclaimCompleteRes
+	if err := c.compound(ctx, []nfs4.ArgOp{&nfs4.ReclaimCompleteArgs{}}, []nfs4.ResOp{&rc}, callOpts{}); err != nil &&
+		!errors.Is(err, nfs4.ErrCompleteAlready) {
+		return err
+	}
+	return nil
+}
+
+// plain makes a COMPOUND without SEQUENCE, as EXCHANGE_ID and
+// CREATE_SESSION are sent (RFC 8881 Section 2.10.6.1... they are not
+// sequenced), on the first connection.
+func (c *Client4) plain(ctx context.Context, arg nfs4.ArgOp, res nfs4.ResOp) error {
+	var b rpc.Body
+	args := nfs4.CompoundArgs{MinorVersion: nfs4.MinorVersion, Ops: []nfs4.ArgOp{arg}}
+	args.Append(&b)
+	rep, err := c.conns[0].Call(ctx, &rpc.Request{Prog: nfs4.Program, Vers: nfs4.Version, Proc: nfs4.ProcCompound, Cred: c.cred, Args: b})
+	if err != nil {
+		return fmt.Errorf("nfs: %v: %w", arg.Op(), err)
+	}
+	r := nfs4.CompoundRes{Ops: []nfs4.ResOp{res}}
+	d := rpc.NewBodyDecoder(rep.Results)
+	if err := r.Decode(&d); err != nil {
+		return fmt.Errorf("nfs: %v reply: %w", arg.Op(), err)
+	}
+	if len(r.Ops) != 1 || r.Ops[0] != res {
+		if r.Status != nfs4.OK {
+			return &Error4{Op: arg.Op(), Stat: r.Status}
+		}
+		return fmt.Errorf("nfs: %v reply holds %d results of other operations", arg.Op(), len(r.Ops))
+	}
+	if st := res.OpStatus(); st != nfs4.OK {
+		return &Error4{Op: arg.Op(), Stat: st}
+	}
+	return nil
+}
+
+// exchangeID asks the server for a client ID (RFC 8881 Section 18.35).
+func (c *Client4) exchangeID(ctx context.Context) error {
+	args := nfs4.ExchangeIDArgs{Verifier: c.verifier, OwnerID: c.cfg.OwnerID, Flags: nfs4.ExchgIDFlagUseNonPNFS,
+		ImplID: &nfs4.ImplID{Domain: "github.com", Name: "go-rpcrdma"}}
+	var res nfs4.ExchangeIDRes
+	if err := c.plain(ctx, &args, &res); err != nil {
+		return err
+	}
+	res.ServerMajorID = append([]byte(nil), res.ServerMajorID...)
+	res.ServerScope = append([]byte(nil), res.ServerScope...)
+	c.mu.Lock()
+	c.clientID, c.csSeq, c.exchanged = res.ClientID, res.SequenceID, res
+	c.mu.Unlock()
+	return nil
+}
+
+// foreChannel is what a session asks of its fore channel: requests and
+// replies large enough for a WRITE or READ of maxIO bytes with their
+// COMPOUND around them, and Slots requests at once.
+func (c *Client4) foreChannel() nfs4.ChannelAttrs {
+	const maxIO = 1 << 20
+	return nfs4.ChannelAttrs{MaxRequestSize: maxIO + compoundOverhead, MaxResponseSize: maxIO + compoundOverhead,
+		MaxResponseSizeCached: 8 << 10, MaxOperations: 16, MaxRequests: uint32(c.cfg.Slots)}
+}
+
+// compoundOverhead is what a session asks for beyond its largest READ
+// or WRITE data, and ioOverhead what it keeps for the rest of a READ or
+// WRITE COMPOUND: ca_maxrequestsize counts the RPC header with its
+// credential (at most 400 bytes of AUTH_SYS) and every operation (RFC
+// 8881 Section 18.36.3); SEQUENCE, PUTFH with a 128-byte handle and the
+// READ or WRITE header take under 300 more. Linux's server grants 1 MiB
+// plus 4 KiB at most.
+const (
+	compoundOverhead = 8 << 10
+	ioOverhead       = 2 << 10
+)
+
+// createSession creates a session for the client ID (RFC 8881 Section
+// 18.36). use_conn_in_rdma_mode and CREATE_SESSION4_FLAG_CONN_RDMA stay
+// off: Linux's NFS/RDMA starts in RDMA mode and grants neither.
+func (c *Client4) createSession(ctx context.Context) error {
+	c.mu.Lock()
+	args := nfs4.CreateSessionArgs{ClientID: c.clientID, Sequence: c.csSeq, Fore: c.foreChannel(),
+		Back:      nfs4.ChannelAttrs{MaxRequestSize: 4096, MaxResponseSize: 4096, MaxOperations: 2, MaxRequests: 1},
+		CBProgram: nfs4.CBProgram, SecParms: []nfs4.CallbackSec{{Flavor: rpc.AuthNone}}}
+	c.mu.Unlock()
+	var res nfs4.CreateSessionRes
+	if err := c.plain(ctx, &args, &res); err != nil {
+		return err
+	}
+	n := min(res.Fore.MaxRequests, maxSlots)
+	if n == 0 {
+		return fmt.Errorf("nfs: CREATE_SESSION granted 0 slots")
+	}
+	s := &session4{id: res.SessionID, slots: newSlotTable(n), fore: res.Fore, back: res.Back, flags: res.Flags}
+	c.mu.Lock()
+	c.s = s
+	c.csSeq++
+	c.mu.Unlock()
+	c.logf("nfs: session created", "slots", n, "max_request", res.Fore.MaxRequestSize, "max_response", res.Fore.MaxResponseSize)
+	return nil
+}
+
+func (c *Client4) logf(msg string, args ...any) {
+	if c.cfg.Logger != nil {
+		c.cfg.Logger.Info(msg, args...)
+	}
+}
+
+// callOpts say how a COMPOUND's data travels (RFC 8267 Section 4): where
+// READ data lands, and how large the reply may be.
+type callOpts struct {
+	resultBufs [][]byte
+	maxReply   int // 0: inline
+}
+
+// maxRetries bounds the retries of one request after session errors and
+// NFS4ERR_DELAY.
+const maxRetries = 8
+
+// compound makes a COMPOUND of SEQUENCE and ops and decodes the results
+// into res, which must hold one value per op (of its type); it returns
+// the first failing operation's status as an *Error4. A call whose reply
+// was lost is resent by the rpc layer on the same slot and sequence ID.
+func (c *Client4) compound(ctx context.Context, ops []nfs4.ArgOp, res []nfs4.ResOp, o callOpts) error {
+	var lastErr error
+	for attempt := range maxRetries {
+		retry, err := c.compoundOnce(ctx, ops, res, o)
+		if !retry {
+			return err
+		}
+		lastErr = err
+		select {
+		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return lastErr
+}
+
+// compoundOnce makes one attempt and reports whether to retry.
+func (c *Client4) compoundOnce(ctx context.Context, ops []nfs4.ArgOp, res []nfs4.ResOp, o callOpts) (bool, error) {
+	c.mu.Lock()
+	s := c.s
+	c.mu.Unlock()
+	sl, err := s.slots.acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	for {
+		seq := nfs4.SequenceArgs{SessionID: s.id, SequenceID: sl.seq, SlotID: sl.id, HighestSlotID: sl.highest}
+		var seqRes nfs4.SequenceRes
+		err := c.send(ctx, &seq, &seqRes, ops, res, o)
+		var st nfs4.Stat
+		if e, ok := errors.AsType[*Error4](err); ok && e.Op == nfs4.OpSequence {
+			st = e.Stat
+		} else if err != nil && !ok {
+			// No reply: the request may or may not have run.
+			s.slots.release(sl, slotInterrupted, 0, 0, false)
+			return false, err
+		}
+		switch st {
+		case nfs4.OK:
+			s.slots.release(sl, slotDone, seqRes.HighestSlotID, seqRes.TargetHighestSlotID, true)
+			return false, err
+		case nfs4.ErrSeqMisordered:
+			if again, ok := s.slots.misordered(sl); ok {
+				sl = again
+				continue
+			}
+			s.slots.release(sl, slotNotSeen, 0, 0, false)
+			return false, err
+		case nfs4.ErrDelay:
+			s.slots.release(sl, slotNotSeen, 0, 0, false)
+			return true, err
+		case nfs4.ErrBadSession, nfs4.ErrDeadSession, nfs4.ErrStaleClientID, nfs4.ErrBadSlot:
+			s.slots.release(sl, slotNotSeen, 0, 0, false)
+			if rerr := c.recover(ctx, s, st); rerr != nil {
+				return false, rerr
+			}
+			return true, err
+		default:
+			s.slots.release(sl, slotNotSeen, 0, 0, false)
+			return false, err
+		}
+	}
+}
+
+// send makes the call and decodes its results; an error is an *Error4
+// for a failing operation (SEQUENCE's included), or an rpc or decoding
+// error.
+func (c *Client4) send(ctx context.Context, seq *nfs4.SequenceArgs, seqRes *nfs4.SequenceRes, ops []nfs4.ArgOp, res []nfs4.ResOp, o callOpts) error {
+	all := make([]nfs4.ArgOp, 0, len(ops)+1)
+	all = append(append(all, seq), ops...)
+	var b rpc.Body
+	args := nfs4.CompoundArgs{MinorVersion: nfs4.MinorVersion, Ops: all}
+	args.Append(&b)
+	i := c.conn()
+	c.lastCall.Store(time.Now().UnixNano())
+	c.inFlight[i].Add(1)
+	rep, err := c.conns[i].Call(ctx, &rpc.Request{Prog: nfs4.Program, Vers: nfs4.Version, Proc: nfs4.ProcCompound, Cred: c.cred, Args: b,
+		ResultBufs: o.resultBufs, MaxReply: o.maxReply})
+	c.inFlight[i].Add(-1)
+	if err != nil {
+		return fmt.Errorf("nfs: COMPOUND %v: %w", opNames(ops), err)
+	}
+	given := make([]nfs4.ResOp, 0, len(res)+1)
+	given = append(append(given, seqRes), res...)
+	r := nfs4.CompoundRes{Ops: given}
+	d := rpc.NewBodyDecoder(rep.Results)
+	if err := r.Decode(&d); err != nil {
+		return fmt.Errorf("nfs: COMPOUND %v reply: %w", opNames(ops), err)
+	}
+	return checkResults(all, r)
+}
+
+// checkResults checks a COMPOUND's results against its operations (RFC
+// 8881 Section 16.2.3): one per operation run, in order, each of its
+// operation, ending at the first that failed; it returns that failure as
+// an *Error4.
+func checkResults(args []nfs4.ArgOp, r nfs4.CompoundRes) error {
+	if len(r.Ops) > len(args) {
+		return fmt.Errorf("nfs: COMPOUND reply holds %d results for %d operations", len(r.Ops), len(args))
+	}
+	for i, res := range r.Ops {
+		if res.Op() != args[i].Op() {
+			return fmt.Errorf("nfs: COMPOUND reply holds a %v result for operation %d, a %v", res.Op(), i, args[i].Op())
+		}
+		if st := res.OpStatus(); st != nfs4.OK {
+			if i != len(r.Ops)-1 {
+				return fmt.Errorf("nfs: COMPOUND reply goes on after %v failed", res.Op())
+			}
+			return &Error4{Op: res.Op(), Stat: st}
+		}
+	}
+	if len(r.Ops) < len(args) {
+		if r.Status == nfs4.OK {
+			return fmt.Errorf("nfs: COMPOUND reply holds %d results for %d operations and no error", len(r.Ops), len(args))
+		}
+		// A server that fails a COMPOUND before running an operation
+		// (NFS4ERR_MINOR_VERS_MISMATCH, say) returns no results.
+		op := args[len(r.Ops)].Op()
+		return &Error4{Op: op, Stat: r.Status}
+	}
+	return nil
+}
+
+// opNames lists ops for errors.
+func opNames(ops []nfs4.ArgOp) string {
+	s := ""
+	for i, o := range ops {
+		if i > 0 {
+			s += "+"
+		}
+		s += o.Op().String()
+	}
+	return s
+}
+
+// conn returns the index of the connection for the next call:
+// round-robin, skipping a connection whose calls in flight are above the
+// average, as Linux spreads calls over nconnect transports
+// (xprt_iter_next_entry_roundrobin).
+func (c *Client4) conn() int {
+	n := uint32(len(c.conns))
+	if n == 1 {
+		return 0
+	}
+	start := c.next.Add(1)
+	var total int32
+	for i := range c.inFlight {
+		total += c.inFlight[i].Load()
+	}
+	for k := range n {
+		i := (start + k) % n
+		if c.inFlight[i].Load()*int32(n) <= total {
+			return int(i)
+		}
+	}
+	return int(start % n)
+}
+
+// recover replaces a session the server lost, or a client ID, after st
+// on session s; if another request already did, it does nothing.
+func (c *Client4) recover(ctx context.Context, s *session4, st nfs4.Stat) error {
+	c.mu.Lock()
+	replaced := c.s != s
+	c.mu.Unlock()
+	if replaced {
+		return nil
+	}
+	c.logf("nfs: recovering the session", "status", st.String())
+	if st == nfs4.ErrStaleClientID {
+		return c.establish(ctx)
+	}
+	err := c.createSession(ctx)
+	if errors.Is(err, nfs4.ErrStaleClientID) {
+		return c.establish(ctx)
+	}
+	return err
+}
+
+// renew sends SEQUENCE alone whenever the session has been idle for a
+// third of the lease, so the server keeps the client's state (RFC 8881
+// Section 8.3).
+func (c *Client4) renew() {
+	defer close(c.renewDone)
+	every := max(c.lease/3, time.Second)
+	t := time.NewTicker(every / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		if time.Since(time.Unix(0, c.lastCall.Load())) < every {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		err := c.compound(ctx, nil, nil, callOpts{})
+		cancel()
+		if err != nil && c.cfg.Logger != nil {
+			c.cfg.Logger.Warn("nfs: renewing the lease", "err", err)
+		}
+	}
+}
+
+// lookupRoot finds the root's handle and the server's limits.
+func (c *Client4) lookupRoot(ctx context.Context) error {
+	var gfh nfs4.GetFHRes
+	var ga nfs4.GetattrRes
+	mask := nfs4.BitmapOf(nfs4.AttrSupportedAttrs, nfs4.AttrType, nfs4.AttrFileID, nfs4.AttrLeaseTime, nfs4.AttrMaxRead, nfs4.AttrMaxWrite, nfs4.AttrMaxFileSize)
+	err := c.compound(ctx, []nfs4.ArgOp{&nfs4.PutRootFHArgs{}, &nfs4.GetFHArgs{}, &nfs4.GetattrArgs{AttrRequest: mask}},
+		[]nfs4.ResOp{&nfs4.PutRootFHRes{}, &gfh, &ga}, callOpts{})
+	if err != nil {
+		return err
+	}
+	c.root = append(nfs4.FileHandle(nil), gfh.FH...)
+	c.rootAttr = ga.Attr
+	c.lease = time.Duration(max(ga.Attr.LeaseTime, 1)) * time.Second
+	return nil
+}
+
+// Info4 is what a session negotiated, for a probe.
+type Info4 struct {
+	ClientID                 uint64
+	SessionID                nfs4.SessionID
+	Slots                    int    // the table's size (ca_maxrequests granted)
+	TargetHighestSlot        uint32 // highest slot ID in use now
+	Fore, Back               nfs4.ChannelAttrs
+	Backchannel              bool // CREATE_SESSION4_FLAG_CONN_BACK_CHAN granted
+	Lease                    time.Duration
+	ServerOwner, ServerScope string
+	ServerMinorID            uint64
+	Implementation           string // the server's nfs_impl_id4, if it sent one
+	Conns                    int
+	MaxRead, MaxWrite        int
+}
+
+// Info returns what the session negotiated.
+func (c *Client4) Info() Info4 {
+	c.mu.Lock()
+	s, x := c.s, c.exchanged
+	id := c.clientID
+	c.mu.Unlock()
+	n, hi := s.slots.size()
+	in := Info4{ClientID: id, SessionID: s.id, Slots: n, TargetHighestSlot: hi, Fore: s.fore, Back: s.back,
+		Backchannel: s.flags&nfs4.CreateSessionFlagConnBackChan != 0, Lease: c.lease,
+		ServerOwner: string(x.ServerMajorID), ServerScope: string(x.ServerScope), ServerMinorID: x.ServerMinorID,
+		Conns: len(c.conns), MaxRead: c.MaxRead(), MaxWrite: c.MaxWrite()}
+	if x.ImplID != nil {
+		in.Implementation = x.ImplID.Domain + " " + x.ImplID.Name
+	}
+	return in
+}
+
+// MaxRead and MaxWrite are the largest READ and WRITE one COMPOUND
+// carries: the server's maxread and maxwrite attributes, within what the
+// session's fore channel allows and MaxData.
+func (c *Client4) MaxRead() int {
+	c.mu.Lock()
+	resp := int(c.s.fore.MaxResponseSize)
+	c.mu.Unlock()
+	return ioLimit(c.rootAttr.MaxRead, resp)
+}
+
+// MaxWrite: see MaxRead.
+func (c *Client4) MaxWrite() int {
+	c.mu.Lock()
+	req := int(c.s.fore.MaxRequestSize)
+	c.mu.Unlock()
+	return ioLimit(c.rootAttr.MaxWrite, req)
+}
+
+// ioLimit is the largest READ or WRITE: the attribute, within the
+// channel's size less room for the COMPOUND, at least 4 KiB and at most
+// 1 MiB.
+func ioLimit(attr uint64, channel int) int {
+	n := min(int64(1<<20), int64(channel)-ioOverhead)
+	if attr > 0 {
+		n = min(n, int64(min(attr, 1<<30)))
+	}
+	return int(max(n, 4096))
+}
+
+// Root returns the handle of the server's root.
+func (c *Client4) Root() nfs4.FileHandle { return c.root }
+
+// Close ends the session and the client ID (DESTROY_SESSION,
+// DESTROY_CLIENTID, errors ignored: the server forgets them at the end
+// of the lease anyway) and closes the connections; calls in flight fail.
+func (c *Client4) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	close(c.stop)
+	<-c.renewDone
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.mu.Lock()
+	s, id := c.s, c.clientID
+	c.mu.Unlock()
+	if s != nil {
+		c.plain(ctx, &nfs4.DestroySessionArgs{SessionID: s.id}, &nfs4.DestroySessionRes{})
+		c.plain(ctx, &nfs4.DestroyClientIDArgs{ClientID: id}, &nfs4.DestroyClientIDRes{})
+	}
+	var err error
+	for _, rc := range c.conns {
+		if cerr := rc.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// String names the client for logs: its client ID.
+func (c *Client4) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return "nfs4 client " + strconv.FormatUint(c.clientID, 16)
+}

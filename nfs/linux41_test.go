@@ -1,0 +1,179 @@
+package nfs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/internal/lab"
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs4"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
+)
+
+// TestLinux41 runs the NFSv4.1 client against knfsd in the lab VM, over
+// TCP and over RPC-over-RDMA (the software iWARP to the guest's siw):
+// a session, then every file operation, with 1 MiB READ and WRITE whose
+// data is checked and whose placement the connection's counters confirm.
+func TestLinux41(t *testing.T) {
+	addr := lab.Knfsd(t)
+	p, err := iwarp.New(iwarp.Options{FirstSendDelay: iwarp.SiwFirstSendDelay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range []string{"tcp", "rdma"} {
+		t.Run(tr, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			var conns []*rpcrdma.Conn
+			dial := TCP(lab.NFSTCPAddr)
+			if tr == "rdma" {
+				dial = func(ctx context.Context) (rpc.Transport, error) {
+					c, err := rpcrdma.Dial(ctx, p, addr, nil)
+					if err == nil {
+						conns = append(conns, c)
+					}
+					return c, err
+				}
+			}
+			c, err := Mount4(ctx, Config4{Dial: dial, Conns: 2, Cred: &rpc.AuthSysParms{MachineName: "go-rpcrdma-test"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			in := c.Info()
+			t.Logf("session: %d slots, fore %+v, lease %v, owner %q, impl %q, max read %d write %d",
+				in.Slots, in.Fore, in.Lease, in.ServerOwner, in.Implementation, in.MaxRead, in.MaxWrite)
+			if in.MaxRead < 1<<20 || in.MaxWrite < 1<<20 {
+				t.Errorf("max read %d, write %d: want 1 MiB", in.MaxRead, in.MaxWrite)
+			}
+			exercise41(t, ctx, c, tr)
+			if tr == "rdma" {
+				var s rpcrdma.StatsSnapshot
+				for _, cn := range conns {
+					cs := cn.Stats()
+					s.Add(&cs)
+				}
+				// 1 MiB READs land in write chunks, 1 MiB WRITEs go in read
+				// chunks, READDIR of 1,000 entries comes in reply chunks.
+				if s.WriteChunks < 4 || s.ReadChunks < 4 || s.ReplyChunks < 1 {
+					t.Errorf("chunks: write %d, read %d, reply %d", s.WriteChunks, s.ReadChunks, s.ReplyChunks)
+				}
+			}
+		})
+	}
+}
+
+// exercise41 runs every operation the client has against the server.
+func exercise41(t *testing.T, ctx context.Context, c *Client4, tag string) {
+	t.Helper()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	if _, err := c.SecinfoNoName(ctx); err != nil {
+		t.Errorf("SECINFO_NO_NAME: %v", err)
+	}
+	root := c.Root()
+	dirName := fmt.Sprintf("go41-%s-%d", tag, time.Now().UnixNano())
+	dir, err := c.Mkdir(ctx, root, dirName, nfs4.SetAttr{SetMode: true, Mode: 0o755})
+	must("CREATE dir", err)
+	defer c.Remove(context.WithoutCancel(ctx), root, dirName)
+
+	f, err := c.Open(ctx, dir, "data", OpenOptions{Access: nfs4.ShareAccessBoth, Create: true, Exclusive: true,
+		Attr: nfs4.SetAttr{SetMode: true, Mode: 0o644}})
+	must("OPEN create", err)
+	data := randomBytes(4<<20 + 123)
+	var verf nfs4.Verifier
+	for off := 0; off < len(data); {
+		n, _, v, err := f.WriteAt(ctx, data[off:], uint64(off), nfs4.Unstable)
+		must("WRITE", err)
+		if off == 0 {
+			verf = v
+		} else if v != verf {
+			t.Fatal("the write verifier changed")
+		}
+		off += n
+	}
+	cv, err := c.Commit(ctx, f.FH)
+	must("COMMIT", err)
+	if cv != verf {
+		t.Error("COMMIT's verifier is not WRITE's")
+	}
+	got := make([]byte, len(data))
+	for off := 0; off < len(got); {
+		n, eof, err := f.ReadAt(ctx, got[off:], uint64(off))
+		must("READ", err)
+		off += n
+		if eof || n == 0 {
+			break
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("READ does not give back what WRITE wrote")
+	}
+	must("CLOSE", f.Close(ctx))
+
+	fh, a, err := c.LookupPath(ctx, dirName+"/data")
+	must("LOOKUP path", err)
+	if a.Size != uint64(len(data)) || a.Type != nfs4.TypeReg || a.Mode&0o777 != 0o644 {
+		t.Errorf("attributes: size %d type %v mode %o", a.Size, a.Type, a.Mode)
+	}
+	if acc, err := c.Access(ctx, fh, 0x3f); err != nil || acc == 0 {
+		t.Errorf("ACCESS: %#x %v", acc, err)
+	}
+	// Reading with the anonymous stateid, as a bench may.
+	buf := make([]byte, 4096)
+	if n, _, err := c.Read(ctx, fh, nfs4.AnonymousStateID, buf, 1<<20); err != nil || !bytes.Equal(buf[:n], data[1<<20:1<<20+4096]) {
+		t.Errorf("READ with the anonymous stateid: %d %v", n, err)
+	}
+	_, err = c.Symlink(ctx, dir, "link", "data", nfs4.SetAttr{})
+	must("CREATE link", err)
+	lfh, la, err := c.Lookup(ctx, dir, "link")
+	must("LOOKUP link", err)
+	if target, err := c.Readlink(ctx, lfh); err != nil || target != "data" || la.Type != nfs4.TypeLnk {
+		t.Errorf("READLINK: %q %v (%v)", target, err, la.Type)
+	}
+	must("LINK", c.Link(ctx, fh, dir, "hard"))
+	must("RENAME", c.Rename(ctx, dir, "hard", dir, "hard2"))
+	must("SETATTR", c.Setattr(ctx, fh, nfs4.AnonymousStateID, nfs4.SetAttr{SetMode: true, Mode: 0o600}))
+	if a, err := c.Getattr(ctx, fh); err != nil || a.Mode&0o777 != 0o600 || a.NumLinks != 2 {
+		t.Errorf("GETATTR after SETATTR and LINK: mode %o links %d %v", a.Mode, a.NumLinks, err)
+	}
+	sub, err := c.Mkdir(ctx, dir, "many", nfs4.SetAttr{})
+	must("CREATE many", err)
+	for i := range 1000 {
+		g, err := c.Open(ctx, sub, fmt.Sprintf("entry-with-a-longish-name-%04d", i), OpenOptions{Access: nfs4.ShareAccessWrite, Create: true})
+		must("OPEN many", err)
+		must("CLOSE many", g.Close(ctx))
+	}
+	ents, err := c.ReadDir(ctx, sub)
+	must("READDIR", err)
+	if len(ents) != 1000 {
+		t.Errorf("READDIR: %d entries, want 1000", len(ents))
+	}
+	for _, e := range ents {
+		must("REMOVE many", c.Remove(ctx, sub, e.Name))
+	}
+	ents, err = c.ReadDir(ctx, dir)
+	must("READDIR dir", err)
+	names := map[string]bool{}
+	for _, e := range ents {
+		names[e.Name] = true
+	}
+	if !names["data"] || !names["link"] || !names["hard2"] || !names["many"] {
+		t.Errorf("READDIR: %v", names)
+	}
+	for _, n := range []string{"many", "link", "hard2", "data"} {
+		must("REMOVE "+n, c.Remove(ctx, dir, n))
+	}
+	if _, _, err := c.Lookup(ctx, dir, "data"); !errors.Is(err, nfs4.ErrNoEnt) {
+		t.Errorf("LOOKUP after REMOVE: %v", err)
+	}
+}
