@@ -570,7 +570,7 @@ func FuzzBackwardReply(f *testing.F) {
 		if len(msg) > 4096 || len(msg) < 4 {
 			return
 		}
-		p, conns := newResponder(t, &Config{BackwardCredits: 2})
+		p, conns := peerToResponder(t, &Config{BackwardCredits: 2})
 		c := <-conns
 		cli := rpc.NewClient(c.Backchannel())
 		defer cli.Close()

@@ -239,6 +239,17 @@ type grantState struct {
 	lowered  time.Time
 }
 
+// start sets the grant a responder offers first, once it has posted
+// recvs receives, back of them for the backward direction: with a shared
+// pool sharedFirstGrant, else fixedGrant.
+func (g *grantState) start(p *GrantPolicy, recvs, back int, shared bool) {
+	if shared {
+		g.cur.Store(sharedFirstGrant)
+		return
+	}
+	g.cur.Store(fixedGrant(*p, recvs, back))
+}
+
 // load returns the grant in force.
 func (g *grantState) load() uint32 { return g.cur.Load() }
 

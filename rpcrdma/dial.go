@@ -150,10 +150,8 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string) (*Conn, error) {
 	c := newConn(l.cfg, wire.Version1, wire.Version2)
 	c.ln = l
-	c.resp = &responder{c: c, done: make(map[uint32]*readReply)}
-	r := c.resp
-	r.mem = newBudget(l.cfg.Bounds.connMemory())
-	c.role = c.resp
+	r := newResponder(c)
+	c.resp, c.role = r, r
 	back := int(c.cfg.BackwardCredits)
 	if back > 0 {
 		r.back = newBackCaller(c)
@@ -188,13 +186,11 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 		if err := c.setup(rc, slots); err != nil {
 			return err
 		}
-		c.resp.sizeQueues(c.recvSlots + 1)
+		r.sizeQueues(c.recvSlots + 1)
+		r.grant.start(&c.cfg.Grant, c.recvSlots, back, l.pool != nil)
 		if l.pool != nil {
-			r.grant.cur.Store(sharedFirstGrant)
 			l.pool.attach(rc, c)
-			return nil
 		}
-		r.grant.cur.Store(fixedGrant(c.cfg.Grant, c.recvSlots, back))
 		return nil
 	}
 	actx := ctx

@@ -30,9 +30,9 @@ type rawPeer struct {
 
 const rawSlots, rawSize = 8, 8192
 
-// newResponder starts a responder serving testServer and connects a
+// peerToResponder starts a responder serving testServer and connects a
 // rawPeer to it. The responder is closed at cleanup.
-func newResponder(t testing.TB, cfg *Config) (*rawPeer, <-chan *Conn) {
+func peerToResponder(t testing.TB, cfg *Config) (*rawPeer, <-chan *Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -207,7 +207,7 @@ func TestResponderRejects(t *testing.T) {
 		{"trailing-bytes-after-nomsg", append(hdr(xid, 1, 1, 1, 1, 0, 0x100, 16, 0, 0, 0, 0, 0), 1, 2, 3, 4), wire.ErrChunk, 1, RejectUndecodable},
 		{"rpc-reply-instead-of-call", append(hdr(xid, 1, 1, 0, 0, 0, 0), hdr(xid, 1, 0, 0, 0, 0)...), 0, 0, DropBackwardOff},
 	}
-	p, conns := newResponder(t, nil)
+	p, conns := peerToResponder(t, nil)
 	resp := <-conns
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -267,7 +267,7 @@ func TestResponderRejects(t *testing.T) {
 // hardware) without harming the responder process.
 func TestResponderBadSTag(t *testing.T) {
 	rdmatest.CheckGoroutines(t)
-	p, conns := newResponder(t, nil)
+	p, conns := peerToResponder(t, nil)
 	var args rpc.Body
 	args.AppendDDPOpaque(make([]byte, 5000))
 	call := (&rpc.CallHeader{XID: 9, RPCVers: 2, Prog: testProg, Vers: testVers, Proc: procSum}).Append(nil)
@@ -308,7 +308,7 @@ func FuzzResponder(f *testing.F) {
 		if len(msg) > 4096 {
 			return
 		}
-		p, conns := newResponder(t, &Config{BackwardCredits: 2})
+		p, conns := peerToResponder(t, &Config{BackwardCredits: 2})
 		c := <-conns
 		// ended waits for the responder connection to end, as it must
 		// when the raw side can no longer post.
@@ -356,7 +356,7 @@ func FuzzResponder(f *testing.F) {
 // honours them: the large opaque's data is padded to rdma_align in the
 // receive buffer, and the responder decodes around the padding.
 func TestMSGP(t *testing.T) {
-	p, _ := newResponder(t, &Config{MSGP: true})
+	p, _ := peerToResponder(t, &Config{MSGP: true})
 	const xid, align, thresh = 0x5150, 64, 32
 	data := pattern(300, 9)
 	h := wire.Header{XID: xid, Vers: 1, Credits: 4, Proc: wire.RDMA_MSGP, Padding: wire.Padding{Align: align, Thresh: thresh}}
@@ -398,7 +398,7 @@ func TestMSGP(t *testing.T) {
 // the server releases it, it is no longer pending, and later calls with
 // the same xid are answered.
 func TestDroppedCallNotPending(t *testing.T) {
-	p, conns := newResponder(t, nil)
+	p, conns := peerToResponder(t, nil)
 	resp := <-conns
 	for i := range uint32(20) {
 		xid := 0x7000 + i
@@ -683,7 +683,7 @@ func TestAbandonedCallEndsConnection(t *testing.T) {
 // responder's receives' worth of them passed on; the rest are dropped, so
 // what waits for a handler stays bounded.
 func TestResponderOverrun(t *testing.T) {
-	p, conns := newResponder(t, &Config{Grant: GrantPolicy{Max: 4}})
+	p, conns := peerToResponder(t, &Config{Grant: GrantPolicy{Max: 4}})
 	resp := <-conns
 	const calls = 20
 	for i := range uint32(calls) {
@@ -726,7 +726,7 @@ func TestResponderOverrun(t *testing.T) {
 // rejected calls belong to the connection, and Close returns only once
 // they have.
 func TestCloseWaitsForSideGoroutines(t *testing.T) {
-	p, conns := newResponder(t, nil)
+	p, conns := peerToResponder(t, nil)
 	resp := <-conns
 	bad := hdr(0x77, 1, 1, 0, 2, 0, 0) // a bad discriminator: ERR_CHUNK
 	const n = 4

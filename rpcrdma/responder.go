@@ -66,6 +66,14 @@ type responder struct {
 	back *backCaller // the calling half of the backward direction; nil unless Config.BackwardCredits is set
 }
 
+// newResponder returns the responder role of c, which a Listener has
+// accepted; the Listener sets up the rest (dial.go).
+func newResponder(c *Conn) *responder {
+	r := &responder{c: c, done: make(map[uint32]*readReply)}
+	r.mem = newBudget(c.cfg.Bounds.connMemory())
+	return r
+}
+
 // inCall is what a received call offered for its reply.
 type inCall struct {
 	xid     uint32
