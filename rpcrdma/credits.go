@@ -18,20 +18,23 @@ import (
 // requester, and a requester clamps a large grant to the receives it can
 // post for replies.
 //
-// Every decision about how many credits there are is made here; the
+// Every decision about the forward direction's credits is made here; the
 // connection's code asks. A requester asks for Config.Credits in every
 // call, posts a receive for each plus one spare and the backward calls it
-// grants, and has at most that many calls in flight
-// (requesterRecvs, callCapacity, creditWindow). A responder grants
-// GrantPolicy's largest, never more than the receives it posts less two
-// for messages outside the credit count and those of the backward
-// direction (responderRecvs, fixedGrant); with a Listener's shared
-// receive pool (pool.go) the grant starts at one (sharedFirstGrant) and
-// moves (grantState): raiseTo decides when and how far
-// it rises, review when and how far it falls, and settle when the
-// receives of a lowered grant may go back to the pool; mostUnanswered
-// says when a requester ignores its grant. The pool decides only whether
-// it has the receives to promise.
+// grants, and has at most that many calls in flight (requesterRecvs,
+// callCapacity, creditWindow). A responder grants GrantPolicy's largest,
+// never more than the receives it posts less two for messages outside
+// the credit count and those of the backward direction (responderRecvs,
+// grantState.start, fixedGrant); with a Listener's shared receive pool
+// (pool.go) the grant starts at one (sharedFirstGrant) and moves
+// (grantState): raiseTo decides when and how far it rises, review when
+// and how far it falls, and settle when the receives of a lowered grant
+// may go back to the pool; mostUnanswered says when a requester ignores
+// its grant. The pool decides only whether it has the receives to
+// promise. The backward direction's credits (RFC 8167) are
+// Config.BackwardCredits, granted by the requester's serving half and
+// taken by the responder's calling half in a creditWindow of its own
+// (backchannel_serve.go, backchannel_call.go).
 
 // creditWindow is the requester's view: the grant and the calls in flight.
 // Acquire blocks until a call may be sent. It is safe for concurrent use.
