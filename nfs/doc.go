@@ -1,17 +1,20 @@
-// Package nfs is an NFS version 3 (RFC 1813) client and server over
-// package rpc, so over TCP and over RPC-over-RDMA (RFC 8166) alike, with
-// the direct data placement RFC 8267 defines for NFS: WRITE data travels
-// in read chunks, READ data in write chunks straight into the reader's
-// buffer, and long READDIR, READDIRPLUS and READLINK replies in reply
-// chunks. The codecs are in nfs/nfs3 and nfs/mount.
+// Package nfs is an NFS version 3 (RFC 1813) client and server and an NFS
+// version 4.1 (RFC 8881) client over package rpc, so over TCP and over
+// RPC-over-RDMA (RFC 8166) alike, with the direct data placement RFC 8267
+// defines for NFS: WRITE data travels in read chunks, READ data in write
+// chunks straight into the reader's buffer, and long READDIR, READDIRPLUS
+// and READLINK replies in reply chunks. The codecs are in nfs/nfs3,
+// nfs/nfs4 and nfs/mount.
 //
-// Serving a directory (NFS and MOUNT on TCP, NFS on RDMA):
+// Serving a directory (NFS and MOUNT on TCP, NFS on RDMA; ExampleNewServer
+// runs it):
 //
 //	fsys, _ := nfs.NewLocalFS("/srv/export")
 //	srv, _ := nfs.NewServer(nfs.ServerConfig{Exports: []nfs.Export{{Path: "/export", FS: fsys}}, Secret: secret})
-//	tcp := srv.NewRPCServer(true, nil)          // NFS + MOUNT
-//	go tcp.ServeListener(tcpListener)           // e.g. :2049
-//	l, _ := rpcrdma.Listen(ctx, provider, ":20049", nil)
+//	go srv.NewRPCServer(true, nil).ServeListener(tcpListener) // NFS + MOUNT, e.g. :2049
+//	cfg := &rpcrdma.Config{}
+//	cfg.Bounds.ArgLimit = srv.ArgLimit // no read chunk larger than a WRITE takes
+//	l, _ := rpcrdma.Listen(ctx, provider, ":20049", cfg)
 //	go rpcrdma.Serve(ctx, l, srv.NewRPCServer(false, nil))
 //
 // Any filesystem can be served by implementing FS; LocalFS is the one over
@@ -19,7 +22,7 @@
 // (handle.go) so that no client can forge one or carry one into another
 // export.
 //
-// Reading a file:
+// Reading a file with the NFSv3 client:
 //
 //	c, _ := nfs.Mount(ctx, nfs.MountConfig{MountAddr: "server:2049", Export: "/export",
 //		Dial: nfs.RDMA(provider, "server:20049", nil)})
@@ -27,8 +30,17 @@
 //	buf := make([]byte, attr.Size)
 //	c.ReadAt(ctx, fh, buf, 0)
 //
+// Client.Upload, DownloadFile, UploadTree and DownloadTree copy files and
+// trees without ever leaving a partial file under its final name. Mount4
+// is the NFSv4.1 client: a session whose slots give each request
+// exactly-once semantics (RFC 8881 Section 2.10.6), recovery of a lost
+// session or client ID, and the file operations, OPEN and CLOSE through
+// File4. It serves no backchannel and asks for no delegations.
+//
 // Tour: fs.go (the FS interface), localfs.go (LocalFS), handle.go (file
 // handles), perm.go (permission checks), errors.go (errno to status),
 // server.go and server_procs.go (the NFS procedures), mountd.go (MOUNT),
-// client.go (Client, Mount).
+// bounds.go (ArgLimit), client.go (Client, Mount), copy.go and tree.go
+// (copying files and trees), export.go (finding an export and its
+// ports), client4.go, client4_ops.go and slots.go (the NFSv4.1 client).
 package nfs
