@@ -618,3 +618,30 @@ func (c *Client4) String() string {
 	defer c.mu.Unlock()
 	return "nfs4 client " + strconv.FormatUint(c.clientID, 16)
 }
+
+// MinorVersionOffered asks the server on rc whether it speaks NFSv4 minor
+// version minor: a COMPOUND of PUTROOTFH alone, which a server without it
+// answers NFS4ERR_MINOR_VERS_MISMATCH (RFC 8881 Section 16.2.3), one with
+// it OK (4.0) or NFS4ERR_OP_NOT_IN_SESSION (4.1 and later, which want
+// SEQUENCE first). Other answers are errors.
+func MinorVersionOffered(ctx context.Context, rc *rpc.Client, minor uint32, cred rpc.OpaqueAuth) (bool, error) {
+	var b rpc.Body
+	args := nfs4.CompoundArgs{MinorVersion: minor, Ops: []nfs4.ArgOp{&nfs4.PutRootFHArgs{}}}
+	args.Append(&b)
+	rep, err := rc.Call(ctx, &rpc.Request{Prog: nfs4.Program, Vers: nfs4.Version, Proc: nfs4.ProcCompound, Cred: cred, Args: b})
+	if err != nil {
+		return false, fmt.Errorf("nfs: COMPOUND of minor version %d: %w", minor, err)
+	}
+	var r nfs4.CompoundRes
+	d := rpc.NewBodyDecoder(rep.Results)
+	if err := r.Decode(&d); err != nil {
+		return false, fmt.Errorf("nfs: COMPOUND of minor version %d reply: %w", minor, err)
+	}
+	switch r.Status {
+	case nfs4.OK, nfs4.ErrOpNotInSession:
+		return true, nil
+	case nfs4.ErrMinorVersMismatch:
+		return false, nil
+	}
+	return false, &Error4{Op: nfs4.OpPutRootFH, Stat: r.Status}
+}

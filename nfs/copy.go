@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs4"
 )
 
 // cleanupTimeout bounds the REMOVE of a temporary file after a failure,
@@ -57,23 +58,32 @@ type UploadOptions struct {
 // name. On any failure, ctx's end included, it removes the temporary
 // file; if even that fails, the error names it.
 func (c *Client) Upload(ctx context.Context, dir nfs3.FileHandle, name string, r io.Reader, o UploadOptions) (int64, error) {
+	return Upload(ctx, V3Files(c), Handle(dir), name, r, o)
+}
+
+// Upload is Client.Upload over either version; under NFSv4.1 the
+// temporary file is written under an OPEN, closed before the RENAME.
+func Upload(ctx context.Context, fsys Files, dir Handle, name string, r io.Reader, o UploadOptions) (int64, error) {
 	if o.Size >= 0 {
-		if err := c.CheckSpace(ctx, dir, uint64(o.Size)); err != nil {
+		if err := CheckSpace(ctx, fsys, dir, uint64(o.Size)); err != nil {
 			return 0, err
 		}
 	}
-	tmp, fh, err := c.createTemp(ctx, dir, name)
+	tmp, f, err := createTemp(ctx, fsys, dir, name)
 	if err != nil {
 		return 0, err
 	}
-	n, err := c.fillTemp(ctx, dir, fh, name, r, o)
+	n, err := fillTemp(ctx, fsys, dir, f, name, r, o)
+	if cerr := f.Close(ctx); err == nil {
+		err = cerr
+	}
 	if err == nil {
-		err = c.Rename(ctx, dir, tmp, dir, name)
+		err = fsys.Rename(ctx, dir, tmp, dir, name)
 	}
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		if rerr := c.Remove(rctx, dir, tmp); rerr != nil {
+		if rerr := fsys.Remove(rctx, dir, tmp); rerr != nil {
 			return n, fmt.Errorf("%w (and removing the temporary file %s failed: %v)", err, tmp, rerr)
 		}
 		return n, err
@@ -83,38 +93,32 @@ func (c *Client) Upload(ctx context.Context, dir nfs3.FileHandle, name string, r
 
 // fillTemp writes r to the temporary file fh and checks it, ready to take
 // name; Upload removes it if this fails.
-func (c *Client) fillTemp(ctx context.Context, dir, fh nfs3.FileHandle, name string, r io.Reader, o UploadOptions) (int64, error) {
-	n, err := c.writeAll(ctx, fh, r, o.Progress)
+func fillTemp(ctx context.Context, fsys Files, dir Handle, f File, name string, r io.Reader, o UploadOptions) (int64, error) {
+	n, err := writeAll(ctx, fsys, f, r, o.Progress)
 	if err != nil {
 		return n, err
 	}
 	if o.Size >= 0 && n != o.Size {
 		return n, fmt.Errorf("nfs: the source yielded %d bytes, not the %d expected (did it change during the copy?)", n, o.Size)
 	}
-	a, err := c.Getattr(ctx, fh)
+	a, err := fsys.Stat(ctx, f.Handle())
 	if err != nil {
 		return n, err
 	}
 	if a.Size != uint64(n) {
 		return n, fmt.Errorf("nfs: the server holds %d bytes of the %d written", a.Size, n)
 	}
-	set := nfs3.SetAttr{SetMode: true, Mode: o.Mode}
-	if set.Mode == 0 {
-		set.Mode = 0o644
+	perm := o.Mode
+	if perm == 0 {
+		perm = 0o644
 	}
-	if !o.Atime.IsZero() {
-		set.SetAtime, set.Atime = nfs3.SetToClientTime, nfs3.TimeOf(o.Atime)
-	}
-	if !o.Mtime.IsZero() {
-		set.SetMtime, set.Mtime = nfs3.SetToClientTime, nfs3.TimeOf(o.Mtime)
-	}
-	if _, err := c.Setattr(ctx, fh, set, nil); err != nil {
+	if err := fsys.SetPerm(ctx, f.Handle(), perm, o.Atime, o.Mtime); err != nil {
 		return n, err
 	}
 	if o.NoReplace {
-		if _, _, err := c.Lookup(ctx, dir, name); err == nil {
-			return n, &Error{Proc: nfs3.ProcRename, Stat: nfs3.ErrExist}
-		} else if !errors.Is(err, nfs3.ErrNoEnt) {
+		if _, _, err := fsys.Lookup(ctx, dir, name); err == nil {
+			return n, errExist(fsys)
+		} else if !isNoEnt(err) {
 			return n, err
 		}
 	}
@@ -123,23 +127,34 @@ func (c *Client) fillTemp(ctx context.Context, dir, fh nfs3.FileHandle, name str
 
 // createTemp makes an empty file of mode 0600 under a new temporary name
 // beside name in dir (GUARDED, so it never takes over an existing file)
-// and returns the name and handle.
-func (c *Client) createTemp(ctx context.Context, dir nfs3.FileHandle, name string) (string, nfs3.FileHandle, error) {
+// and returns the name and the file, open for writing.
+func createTemp(ctx context.Context, fsys Files, dir Handle, name string) (string, File, error) {
 	var err error
 	for range 3 {
 		var b [4]byte
 		rand.Read(b[:])
 		tmp := tmpName(name, hex.EncodeToString(b[:]))
-		var fh nfs3.FileHandle
-		fh, err = c.Create(ctx, dir, tmp, nfs3.Guarded, nfs3.SetAttr{SetMode: true, Mode: 0o600, SetSize: true})
+		var f File
+		f, err = fsys.Create(ctx, dir, tmp, 0o600)
 		if err == nil {
-			return tmp, fh, nil
+			return tmp, f, nil
 		}
-		if !errors.Is(err, nfs3.ErrExist) {
+		if !isExist(err) {
 			return "", nil, err
 		}
 	}
 	return "", nil, err
+}
+
+// isExist, isNoEnt, errExist: the statuses of either version.
+func isExist(err error) bool { return errors.Is(err, nfs3.ErrExist) || errors.Is(err, nfs4.ErrExist) }
+func isNoEnt(err error) bool { return errors.Is(err, nfs3.ErrNoEnt) || errors.Is(err, nfs4.ErrNoEnt) }
+
+func errExist(fsys Files) error {
+	if fsys.Version() == "3" {
+		return &Error{Proc: nfs3.ProcRename, Stat: nfs3.ErrExist}
+	}
+	return &Error4{Op: nfs4.OpRename, Stat: nfs4.ErrExist}
 }
 
 // tmpName is the temporary name of name: hidden, marked, and within the
@@ -155,15 +170,15 @@ func tmpName(name, suffix string) string {
 // writeAll writes r to fh from offset 0 with UNSTABLE WRITEs of MaxWrite
 // bytes, one buffer reused, and COMMITs; it fails if the write verifier
 // changes on the way (the server restarted and may have lost data).
-func (c *Client) writeAll(ctx context.Context, fh nfs3.FileHandle, r io.Reader, progress func(int64)) (int64, error) {
-	buf := make([]byte, c.MaxWrite())
+func writeAll(ctx context.Context, fsys Files, f File, r io.Reader, progress func(int64)) (int64, error) {
+	buf := make([]byte, fsys.MaxWrite())
 	var off uint64
-	var verf0 nfs3.Verf
+	var verf0 [8]byte
 	first := true
 	for {
 		n, rerr := io.ReadFull(r, buf)
 		for done := 0; done < n; {
-			w, _, verf, err := c.Write(ctx, fh, buf[done:n], off+uint64(done), nfs3.Unstable)
+			w, verf, err := f.WriteAt(ctx, buf[done:n], off+uint64(done))
 			if err != nil {
 				return int64(off) + int64(done), err
 			}
@@ -188,7 +203,7 @@ func (c *Client) writeAll(ctx context.Context, fh nfs3.FileHandle, r io.Reader, 
 			return int64(off), fmt.Errorf("nfs: reading the source: %w", rerr)
 		}
 	}
-	verf, err := c.Commit(ctx, fh)
+	verf, err := f.Commit(ctx)
 	if err != nil {
 		return int64(off), err
 	}
@@ -207,15 +222,25 @@ var errRestarted = errors.New("nfs: the server restarted during the copy (its wr
 // maxfilesize) or over the free space it offers this user (FSSTAT
 // abytes). It creates nothing.
 func (c *Client) CheckSpace(ctx context.Context, dir nfs3.FileHandle, size uint64) error {
-	if m := c.info.MaxFileSize; m > 0 && size > m {
-		return fmt.Errorf("nfs: %s is over the largest file the server allows (FSINFO maxfilesize %s)", Bytes(size), Bytes(m))
+	return CheckSpace(ctx, V3Files(c), Handle(dir), size)
+}
+
+// CheckSpace is Client.CheckSpace over either version: NFSv4.1 asks the
+// maxfilesize and space_avail attributes.
+func CheckSpace(ctx context.Context, fsys Files, dir Handle, size uint64) error {
+	maxSize, avail, err := fsys.Space(ctx, dir)
+	src := [2]string{"FSINFO maxfilesize", "FSSTAT"}
+	if fsys.Version() != "3" {
+		src = [2]string{"maxfilesize", "space_avail"}
 	}
-	st, err := c.FSStat(ctx, dir)
+	if maxSize > 0 && size > maxSize {
+		return fmt.Errorf("nfs: %s is over the largest file the server allows (%s %s)", Bytes(size), src[0], Bytes(maxSize))
+	}
 	if err != nil {
 		return err
 	}
-	if size > st.ABytes {
-		return fmt.Errorf("nfs: %s is over the free space on the server (FSSTAT: %s available)", Bytes(size), Bytes(st.ABytes))
+	if size > avail {
+		return fmt.Errorf("nfs: %s is over the free space on the server (%s: %s available)", Bytes(size), src[1], Bytes(avail))
 	}
 	return nil
 }
@@ -239,17 +264,28 @@ func Bytes(n uint64) string {
 // another non-regular file fails at once with NFS3ERR_ISDIR or
 // NFS3ERR_INVAL, before anything is written to w.
 func (c *Client) Download(ctx context.Context, fh nfs3.FileHandle, w io.Writer) (int64, error) {
-	a, err := c.Getattr(ctx, fh)
+	return Download(ctx, V3Files(c), Handle(fh), w)
+}
+
+// Download is Client.Download over either version; under NFSv4.1 the
+// file is read under an OPEN.
+func Download(ctx context.Context, fsys Files, h Handle, w io.Writer) (int64, error) {
+	a, err := fsys.Stat(ctx, h)
 	if err != nil {
 		return 0, err
 	}
-	if err := regular(a); err != nil {
+	if err := regular(fsys, a); err != nil {
 		return 0, err
 	}
-	buf := make([]byte, c.MaxRead())
+	f, err := fsys.Open(ctx, h, false)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close(context.WithoutCancel(ctx))
+	buf := make([]byte, fsys.MaxRead())
 	var off uint64
 	for {
-		n, eof, err := c.Read(ctx, fh, buf, off)
+		n, eof, err := f.ReadAt(ctx, buf, off)
 		if err != nil {
 			return int64(off), err
 		}
@@ -263,15 +299,20 @@ func (c *Client) Download(ctx context.Context, fh nfs3.FileHandle, w io.Writer) 
 	}
 }
 
-// regular fails unless a is a regular file's.
-func regular(a nfs3.Attr) error {
-	switch a.Type {
-	case nfs3.TypeReg:
+// regular fails unless a is a regular file's, with the status of
+// fsys's version.
+func regular(fsys Files, a FileInfo) error {
+	switch {
+	case a.IsRegular():
 		return nil
-	case nfs3.TypeDir:
+	case a.IsDir() && fsys.Version() == "3":
 		return &Error{Proc: nfs3.ProcRead, Stat: nfs3.ErrIsDir}
+	case a.IsDir():
+		return &Error4{Op: nfs4.OpRead, Stat: nfs4.ErrIsDir}
+	case fsys.Version() == "3":
+		return fmt.Errorf("nfs: a %v is not a regular file: %w", a.Type, nfs3.ErrInval)
 	}
-	return fmt.Errorf("nfs: a %s is not a regular file: %w", a.Type, nfs3.ErrInval)
+	return fmt.Errorf("nfs: a %v is not a regular file: %w", a.Type, nfs4.ErrInval)
 }
 
 // DownloadOptions says how DownloadFile writes a local file.
@@ -290,22 +331,27 @@ type DownloadOptions struct {
 // mode and the remote file's times, and renames it onto dst; any failure,
 // ctx's end included, removes it.
 func (c *Client) DownloadFile(ctx context.Context, fh nfs3.FileHandle, dst string, o DownloadOptions) (int64, error) {
+	return DownloadFile(ctx, V3Files(c), Handle(fh), dst, o)
+}
+
+// DownloadFile is Client.DownloadFile over either version.
+func DownloadFile(ctx context.Context, fsys Files, h Handle, dst string, o DownloadOptions) (int64, error) {
 	root, err := os.OpenRoot(filepath.Dir(dst))
 	if err != nil {
 		return 0, err
 	}
 	defer root.Close()
-	return c.downloadIn(ctx, fh, root, filepath.Base(dst), o)
+	return downloadIn(ctx, fsys, h, root, filepath.Base(dst), o)
 }
 
 // downloadIn is DownloadFile into name inside root, which no name a
 // server sends can leave.
-func (c *Client) downloadIn(ctx context.Context, fh nfs3.FileHandle, root *os.Root, name string, o DownloadOptions) (int64, error) {
-	a, err := c.Getattr(ctx, fh)
+func downloadIn(ctx context.Context, fsys Files, h Handle, root *os.Root, name string, o DownloadOptions) (int64, error) {
+	a, err := fsys.Stat(ctx, h)
 	if err != nil {
 		return 0, err
 	}
-	if err := regular(a); err != nil {
+	if err := regular(fsys, a); err != nil {
 		return 0, err
 	}
 	var f *os.File
@@ -325,7 +371,7 @@ func (c *Client) downloadIn(ctx context.Context, fh nfs3.FileHandle, root *os.Ro
 	if o.Progress != nil {
 		w = &progressWriter{w: f, f: o.Progress}
 	}
-	n, err := c.Download(ctx, fh, w)
+	n, err := Download(ctx, fsys, h, w)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -334,13 +380,13 @@ func (c *Client) downloadIn(ctx context.Context, fh nfs3.FileHandle, root *os.Ro
 	}
 	mode := o.Mode
 	if mode == 0 {
-		mode = os.FileMode(a.Mode & 0o777)
+		mode = os.FileMode(a.Perm & 0o777)
 	}
 	if err == nil {
 		err = root.Chmod(tmp, mode)
 	}
 	if err == nil {
-		err = root.Chtimes(tmp, a.Atime.Time(), a.Mtime.Time())
+		err = root.Chtimes(tmp, a.Atime, a.Mtime)
 	}
 	if err == nil {
 		err = root.Rename(tmp, name)

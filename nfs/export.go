@@ -54,7 +54,7 @@ func (c *Client) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := regular(a); err != nil {
+	if err := regular(V3Files(c), infoOf3(a)); err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	// The size only hints the capacity: a server's GETATTR may not

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs4"
 )
 
 // TreeStats counts what a tree copy made.
@@ -45,7 +46,13 @@ const maxTreeDepth = 256
 // into a new or an existing one. It returns what it copied, up to the
 // first failure.
 func (c *Client) UploadTree(ctx context.Context, dir nfs3.FileHandle, name, src string, o TreeOptions) (TreeStats, error) {
+	return UploadTree(ctx, V3Files(c), Handle(dir), name, src, o)
+}
+
+// UploadTree is Client.UploadTree over either version.
+func UploadTree(ctx context.Context, fsys Files, dir Handle, name, src string, o TreeOptions) (TreeStats, error) {
 	var st TreeStats
+	t := tree{fsys: fsys, o: o, st: &st}
 	fi, err := os.Lstat(src)
 	if err != nil {
 		return st, err
@@ -53,27 +60,34 @@ func (c *Client) UploadTree(ctx context.Context, dir nfs3.FileHandle, name, src 
 	if !fi.IsDir() {
 		return st, fmt.Errorf("nfs: %s is not a directory", src)
 	}
-	err = c.uploadDir(ctx, dir, name, src, name, fi, &st, o, 0)
+	err = t.uploadDir(ctx, dir, name, src, name, fi, 0)
 	return st, err
+}
+
+// tree is one tree copy's settings and counts.
+type tree struct {
+	fsys Files
+	o    TreeOptions
+	st   *TreeStats
 }
 
 // uploadDir copies the local directory src, whose information is fi, to
 // name in dir; rel is its path in the tree.
-func (c *Client) uploadDir(ctx context.Context, dir nfs3.FileHandle, name, src, rel string, fi fs.FileInfo, st *TreeStats, o TreeOptions, depth int) error {
+func (t tree) uploadDir(ctx context.Context, dir Handle, name, src, rel string, fi fs.FileInfo, depth int) error {
 	if depth > maxTreeDepth {
 		return fmt.Errorf("nfs: %s: more than %d levels of directories", src, maxTreeDepth)
 	}
-	dh, err := c.Mkdir(ctx, dir, name, nfs3.SetAttr{SetMode: true, Mode: 0o700})
-	if errors.Is(err, nfs3.ErrExist) {
-		var a nfs3.Attr
-		if dh, a, err = c.Lookup(ctx, dir, name); err == nil && a.Type != nfs3.TypeDir {
+	dh, err := t.fsys.Mkdir(ctx, dir, name, 0o700)
+	if isExist(err) {
+		var a FileInfo
+		if dh, a, err = t.fsys.Lookup(ctx, dir, name); err == nil && !a.IsDir() {
 			err = fmt.Errorf("nfs: %s exists on the server and is not a directory", rel)
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", rel, err)
 	}
-	st.Dirs++
+	t.st.Dirs++
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		return err
@@ -89,13 +103,13 @@ func (c *Client) uploadDir(ctx context.Context, dir nfs3.FileHandle, name, src, 
 		}
 		switch {
 		case efi.IsDir():
-			err = c.uploadDir(ctx, dh, e.Name(), p, r, efi, st, o, depth+1)
+			err = t.uploadDir(ctx, dh, e.Name(), p, r, efi, depth+1)
 		case efi.Mode().IsRegular():
-			err = c.uploadFile(ctx, dh, e.Name(), p, r, efi, st, o)
+			err = t.uploadFile(ctx, dh, e.Name(), p, r, efi)
 		case efi.Mode()&fs.ModeSymlink != 0:
-			err = c.uploadLink(ctx, dh, e.Name(), p, r, st)
+			err = t.uploadLink(ctx, dh, e.Name(), p, r)
 		default:
-			st.Skipped = append(st.Skipped, r)
+			t.st.Skipped = append(t.st.Skipped, r)
 		}
 		if err != nil {
 			return err
@@ -103,53 +117,50 @@ func (c *Client) uploadDir(ctx context.Context, dir nfs3.FileHandle, name, src, 
 	}
 	// Mode and times last: the children's writes would change the
 	// times, and a read-only mode would refuse them.
-	_, err = c.Setattr(ctx, dh, nfs3.SetAttr{SetMode: true, Mode: uint32(fi.Mode().Perm()),
-		SetAtime: nfs3.SetToClientTime, Atime: nfs3.TimeOf(fi.ModTime()),
-		SetMtime: nfs3.SetToClientTime, Mtime: nfs3.TimeOf(fi.ModTime())}, nil)
-	if err != nil {
+	if err := t.fsys.SetPerm(ctx, dh, uint32(fi.Mode().Perm()), fi.ModTime(), fi.ModTime()); err != nil {
 		return fmt.Errorf("%s: %w", rel, err)
 	}
 	return nil
 }
 
-func (c *Client) uploadFile(ctx context.Context, dir nfs3.FileHandle, name, src, rel string, fi fs.FileInfo, st *TreeStats, o TreeOptions) error {
+func (t tree) uploadFile(ctx context.Context, dir Handle, name, src, rel string, fi fs.FileInfo) error {
 	f, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	uo := UploadOptions{Mode: uint32(fi.Mode().Perm()), Atime: fi.ModTime(), Mtime: fi.ModTime(), Size: fi.Size()}
-	if o.Progress != nil {
-		uo.Progress = func(n int64) { o.Progress(rel, n) }
+	if t.o.Progress != nil {
+		uo.Progress = func(n int64) { t.o.Progress(rel, n) }
 	}
-	n, err := c.Upload(ctx, dir, name, f, uo)
-	st.Bytes += n
+	n, err := Upload(ctx, t.fsys, dir, name, f, uo)
+	t.st.Bytes += n
 	if err != nil {
 		return fmt.Errorf("%s: %w", rel, err)
 	}
-	st.Files++
+	t.st.Files++
 	return nil
 }
 
 // uploadLink makes name in dir a symbolic link to where the local link
 // src points, replacing a link of that name but nothing else.
-func (c *Client) uploadLink(ctx context.Context, dir nfs3.FileHandle, name, src, rel string, st *TreeStats) error {
+func (t tree) uploadLink(ctx context.Context, dir Handle, name, src, rel string) error {
 	target, err := os.Readlink(src)
 	if err != nil {
 		return err
 	}
-	if _, a, err := c.Lookup(ctx, dir, name); err == nil {
-		if a.Type != nfs3.TypeLnk {
+	if _, a, err := t.fsys.Lookup(ctx, dir, name); err == nil {
+		if !a.IsLink() {
 			return fmt.Errorf("nfs: %s exists on the server and is not a symbolic link", rel)
 		}
-		if err := c.Remove(ctx, dir, name); err != nil {
+		if err := t.fsys.Remove(ctx, dir, name); err != nil {
 			return fmt.Errorf("%s: %w", rel, err)
 		}
 	}
-	if _, err := c.Symlink(ctx, dir, name, filepath.ToSlash(target), nfs3.SetAttr{}); err != nil {
+	if err := t.fsys.Symlink(ctx, dir, name, filepath.ToSlash(target)); err != nil {
 		return fmt.Errorf("%s: %w", rel, err)
 	}
-	st.Links++
+	t.st.Links++
 	return nil
 }
 
@@ -159,31 +170,37 @@ func (c *Client) uploadLink(ctx context.Context, dir nfs3.FileHandle, name, src,
 // server should never send ("", ".", "..", or with a slash) and
 // directories that contain themselves.
 func (c *Client) DownloadTree(ctx context.Context, fh nfs3.FileHandle, dst string, o TreeOptions) (TreeStats, error) {
+	return DownloadTree(ctx, V3Files(c), Handle(fh), dst, o)
+}
+
+// DownloadTree is Client.DownloadTree over either version.
+func DownloadTree(ctx context.Context, fsys Files, h Handle, dst string, o TreeOptions) (TreeStats, error) {
 	var st TreeStats
 	root, err := os.OpenRoot(filepath.Dir(dst))
 	if err != nil {
 		return st, err
 	}
 	defer root.Close()
-	a, err := c.Getattr(ctx, fh)
+	a, err := fsys.Stat(ctx, h)
 	if err != nil {
 		return st, err
 	}
-	if a.Type != nfs3.TypeDir {
-		return st, &Error{Proc: nfs3.ProcReaddirplus, Stat: nfs3.ErrNotDir}
+	if !a.IsDir() {
+		if fsys.Version() == "3" {
+			return st, &Error{Proc: nfs3.ProcReaddirplus, Stat: nfs3.ErrNotDir}
+		}
+		return st, &Error4{Op: nfs4.OpReaddir, Stat: nfs4.ErrNotDir}
 	}
 	name := filepath.Base(dst)
-	err = c.downloadDir(ctx, fh, a, root, name, name, &st, o, nil)
+	t := tree{fsys: fsys, o: o, st: &st}
+	err = t.downloadDir(ctx, h, a, root, name, name, nil)
 	return st, err
 }
 
-// fileKey names a file on the server, to find a directory inside itself.
-type fileKey struct{ fsid, fileid uint64 }
-
 // downloadDir copies the remote directory fh, whose attributes are a, to
 // name in root; rel is its path in the tree and above its ancestors.
-func (c *Client) downloadDir(ctx context.Context, fh nfs3.FileHandle, a nfs3.Attr, root *os.Root, name, rel string, st *TreeStats, o TreeOptions, above []fileKey) error {
-	key := fileKey{a.FSID, a.FileID}
+func (t tree) downloadDir(ctx context.Context, h Handle, a FileInfo, root *os.Root, name, rel string, above []uint64) error {
+	key := a.FileID
 	if len(above) >= maxTreeDepth {
 		return fmt.Errorf("nfs: %s: more than %d levels of directories", rel, maxTreeDepth)
 	}
@@ -200,8 +217,8 @@ func (c *Client) downloadDir(ctx context.Context, fh nfs3.FileHandle, a nfs3.Att
 		return err
 	}
 	defer sub.Close()
-	st.Dirs++
-	ents, err := c.ReadDirPlus(ctx, fh)
+	t.st.Dirs++
+	ents, err := t.fsys.List(ctx, h)
 	if err != nil {
 		return fmt.Errorf("%s: %w", rel, err)
 	}
@@ -209,56 +226,47 @@ func (c *Client) downloadDir(ctx context.Context, fh nfs3.FileHandle, a nfs3.Att
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if e.Name == "." || e.Name == ".." {
-			continue
-		}
-		if e.Name == "" || strings.ContainsAny(e.Name, "/\x00") {
+		if e.Name == "" || e.Name == "." || e.Name == ".." || strings.ContainsAny(e.Name, "/\x00") {
 			return fmt.Errorf("nfs: %s: the server lists a file named %q", rel, e.Name)
 		}
 		r := path.Join(rel, e.Name)
-		efh, ea := e.FH.FH, e.Attr.Attr
-		if !e.FH.Present || !e.Attr.Present {
-			if efh, ea, err = c.Lookup(ctx, fh, e.Name); err != nil {
-				return fmt.Errorf("%s: %w", r, err)
-			}
-		}
-		switch ea.Type {
-		case nfs3.TypeDir:
-			err = c.downloadDir(ctx, efh, ea, sub, e.Name, r, st, o, append(above, key))
-		case nfs3.TypeReg:
+		switch ea := e.Info; {
+		case ea.IsDir():
+			err = t.downloadDir(ctx, e.Handle, ea, sub, e.Name, r, append(above, key))
+		case ea.IsRegular():
 			var do DownloadOptions
-			if o.Progress != nil {
-				do.Progress = func(n int64) { o.Progress(r, n) }
+			if t.o.Progress != nil {
+				do.Progress = func(n int64) { t.o.Progress(r, n) }
 			}
 			var n int64
-			n, err = c.downloadIn(ctx, efh, sub, e.Name, do)
-			st.Bytes += n
+			n, err = downloadIn(ctx, t.fsys, e.Handle, sub, e.Name, do)
+			t.st.Bytes += n
 			if err == nil {
-				st.Files++
+				t.st.Files++
 			}
-		case nfs3.TypeLnk:
-			err = c.downloadLink(ctx, efh, sub, e.Name)
+		case ea.IsLink():
+			err = t.downloadLink(ctx, e.Handle, sub, e.Name)
 			if err == nil {
-				st.Links++
+				t.st.Links++
 			}
 		default:
-			st.Skipped = append(st.Skipped, r)
+			t.st.Skipped = append(t.st.Skipped, r)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", r, err)
 		}
 	}
-	if err := sub.Chmod(".", os.FileMode(a.Mode&0o777)); err != nil {
+	if err := sub.Chmod(".", os.FileMode(a.Perm&0o777)); err != nil {
 		return err
 	}
-	return sub.Chtimes(".", a.Atime.Time(), a.Mtime.Time())
+	return sub.Chtimes(".", a.Atime, a.Mtime)
 }
 
 // downloadLink makes name in root a symbolic link to the remote link
 // fh's target, replacing a link of that name but nothing else. The
 // link is made, never followed.
-func (c *Client) downloadLink(ctx context.Context, fh nfs3.FileHandle, root *os.Root, name string) error {
-	target, err := c.Readlink(ctx, fh)
+func (t tree) downloadLink(ctx context.Context, h Handle, root *os.Root, name string) error {
+	target, err := t.fsys.ReadLink(ctx, h)
 	if err != nil {
 		return err
 	}

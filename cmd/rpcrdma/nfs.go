@@ -57,6 +57,7 @@ func cmdNFS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // nfsFlags are the connection settings of the NFS client subcommands.
 type nfsFlags struct {
+	vers      string // "3" or "4.1"
 	transport string
 	nfsPort   int
 	mountPort int
@@ -67,6 +68,7 @@ type nfsFlags struct {
 }
 
 func (f *nfsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.vers, "vers", "3", "NFS version: 3 (with MOUNT), or 4.1 (a session; paths from the server's root)")
 	fs.StringVar(&f.transport, "transport", "rdma", "how NFS travels: rdma (the software iWARP) or tcp; MOUNT always uses TCP (RFC 8267)")
 	fs.IntVar(&f.nfsPort, "nfs-port", 0, "NFS port (default 20049 for rdma, 2049 for tcp)")
 	fs.IntVar(&f.mountPort, "mount-port", 0, "MOUNT port on TCP (default: with --transport tcp the NFS port, else 2049, where rpcrdma nfs serve and willscott/go-nfs serve it; knfsd: mountd's, often 20048)")
@@ -94,6 +96,9 @@ func (f *nfsFlags) parse(fs *flag.FlagSet, args []string, nargs int) error {
 }
 
 func (f *nfsFlags) check() error {
+	if f.vers != "3" && f.vers != "4.1" {
+		return usagef("--vers %q: want 3 or 4.1", f.vers)
+	}
 	if f.transport != "rdma" && f.transport != "tcp" {
 		return usagef("--transport %q: want rdma or tcp", f.transport)
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
-	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
 
@@ -257,34 +256,39 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	var conns []*rpcrdma.Conn
-	clients := make([]*nfs.Client, b.numjobs)
-	var dir string
-	for i := range clients {
-		c, p, err := f.mountRemote(mctx, r, &conns)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		clients[i], dir = c, p
-		if maxBS > c.MaxRead() || maxBS > c.MaxWrite() {
-			return fmt.Errorf("block size %d is over the server's transfer size (read %d, write %d)", maxBS, c.MaxRead(), c.MaxWrite())
-		}
+	clients, dir, closeAll, err := f.benchClients(mctx, r, &conns, b.numjobs)
+	if err != nil {
+		return err
 	}
+	defer closeAll()
 	c0 := clients[0]
+	if maxBS > c0.MaxRead() || maxBS > c0.MaxWrite() {
+		return fmt.Errorf("block size %d is over the server's transfer size (read %d, write %d)", maxBS, c0.MaxRead(), c0.MaxWrite())
+	}
 	bf, err := openBenchFile(mctx, c0, dir, b.name, benchFileRules{size: size, sizeSet: sizeSet, bs: maxBS, writes: writes, overwrite: b.overwrite})
 	if err != nil {
 		return err
+	}
+	files := make([]nfs.File, len(clients))
+	for i, c := range clients {
+		if files[i], err = c.Open(mctx, bf.h, writes || bf.mayFill); err != nil {
+			return fmt.Errorf("opening %s: %w", bf.name, err)
+		}
+		defer files[i].Close(context.WithoutCancel(ctx))
 	}
 	if bf.created && !b.keep {
 		defer func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
+			for _, f := range files {
+				f.Close(rctx)
+			}
 			if err := c0.Remove(rctx, bf.dir, bf.name); err != nil {
 				fmt.Fprintf(stderr, "rpcrdma nfs bench: removing %s: %v\n", bf.name, err)
 			}
 		}()
 	}
-	run := &nfsBenchRun{clients: clients, conns: &conns, file: bf, bss: bss, b: &b, stderr: stderr,
+	run := &nfsBenchRun{clients: clients, files: files, conns: &conns, file: bf, bss: bss, b: &b, stderr: stderr,
 		progress: b.format == "normal" && !b.legacyJSON && b.status == 0 && isTerminal(stderr)}
 	var jobs []*jobResult
 	var runErr error
@@ -292,7 +296,7 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, rw := range rws {
 		k := workloadKinds[rw]
 		if bf.mayFill && (k.reads || b.verify) && filled < uint64(bf.size) {
-			if runErr = fillFile(ctx, c0, bf.fh, uint64(bf.size), maxBS, b.verify); runErr != nil {
+			if runErr = fillFile(ctx, c0, files[0], uint64(bf.size), maxBS, b.verify); runErr != nil {
 				break
 			}
 			filled = uint64(bf.size)
@@ -306,7 +310,7 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			break
 		}
 	}
-	rep := benchReport{host: r.host, export: dir, transport: f.transport, file: bf, jobs: jobs, b: &b}
+	rep := benchReport{host: r.host, export: dir, transport: f.transport, vers: f.vers, file: bf, jobs: jobs, b: &b}
 	var perr error
 	switch {
 	case b.legacyJSON:
@@ -323,6 +327,37 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return runErr
 }
 
+// benchClients reaches r's files numjobs times: NFSv3, one mount and
+// connection each; NFSv4.1, one session over numjobs connections. It
+// returns them, the bench directory's path, and what closes them.
+func (f *nfsFlags) benchClients(ctx context.Context, r remote, conns *[]*rpcrdma.Conn, numjobs int) ([]nfs.Files, string, func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	n := numjobs
+	if f.vers != "3" {
+		n = 1
+	}
+	var out []nfs.Files
+	var dir string
+	for range n {
+		fsys, p, closeFn, err := f.openFiles(ctx, r, conns, numjobs)
+		if err != nil {
+			closeAll()
+			return nil, "", nil, err
+		}
+		closers = append(closers, closeFn)
+		out, dir = append(out, fsys), p
+	}
+	for len(out) < numjobs {
+		out = append(out, out[0])
+	}
+	return out, dir, closeAll, nil
+}
+
 // benchFileRules say what the bench may do to its file.
 type benchFileRules struct {
 	size      int  // --size
@@ -334,9 +369,9 @@ type benchFileRules struct {
 
 // benchFile is the file a bench runs on.
 type benchFile struct {
-	dir     nfs3.FileHandle
+	dir     nfs.Handle
 	name    string
-	fh      nfs3.FileHandle
+	h       nfs.Handle
 	size    int  // the range the cases use
 	created bool // by this bench: removed at the end unless --keep
 	mayFill bool // the bench may write it to size before reading
@@ -345,13 +380,13 @@ type benchFile struct {
 // openBenchFile finds or makes the bench's file in dir. An existing file
 // is read as it is, never grown, and written only with --overwrite; a new
 // one is made (GUARDED, so it never takes over a file made meanwhile)
-// once its size is known to fit (nfs.Client.CheckSpace).
-func openBenchFile(ctx context.Context, c *nfs.Client, dir, name string, r benchFileRules) (*benchFile, error) {
+// once its size is known to fit (nfs.CheckSpace).
+func openBenchFile(ctx context.Context, c nfs.Files, dir, name string, r benchFileRules) (*benchFile, error) {
 	dfh, da, err := c.LookupPath(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
-	if da.Type != nfs3.TypeDir {
+	if !da.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory: give the directory the bench file is in, and --file for its name", dir)
 	}
 	bf := &benchFile{dir: dfh, name: name, size: r.size}
@@ -360,18 +395,22 @@ func openBenchFile(ctx context.Context, c *nfs.Client, dir, name string, r bench
 		switch {
 		case err == nil:
 			return bf, bf.existing(fh, a, r)
-		case !errors.Is(err, nfs3.ErrNoEnt):
+		case !isNoEnt(err):
 			return nil, err
 		}
 	} else {
 		bf.name = fmt.Sprintf("rpcrdma-bench-%d-%08x.dat", os.Getpid(), rand.Uint32())
 	}
-	if err := c.CheckSpace(ctx, dfh, uint64(r.size)); err != nil {
+	if err := nfs.CheckSpace(ctx, c, dfh, uint64(r.size)); err != nil {
 		return nil, fmt.Errorf("--size: %w", err)
 	}
-	bf.fh, err = c.Create(ctx, dfh, bf.name, nfs3.Guarded, nfs3.SetAttr{SetMode: true, Mode: 0o644})
+	f, err := c.Create(ctx, dfh, bf.name, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("creating %s: %w", bf.name, err)
+	}
+	bf.h = f.Handle()
+	if err := f.Close(ctx); err != nil {
+		return nil, err
 	}
 	bf.created, bf.mayFill = true, true
 	return bf, nil
@@ -379,14 +418,14 @@ func openBenchFile(ctx context.Context, c *nfs.Client, dir, name string, r bench
 
 // existing takes the existing file fh, whose attributes are a, if the
 // rules allow.
-func (bf *benchFile) existing(fh nfs3.FileHandle, a nfs3.Attr, r benchFileRules) error {
-	if a.Type != nfs3.TypeReg {
+func (bf *benchFile) existing(h nfs.Handle, a nfs.FileInfo, r benchFileRules) error {
+	if !a.IsRegular() {
 		return fmt.Errorf("--file %s is not a regular file (%v)", bf.name, a.Type)
 	}
 	if r.writes && !r.overwrite {
 		return fmt.Errorf("--file %s exists (%s): a write benchmark would overwrite it; add --overwrite to allow that, or leave out --file for a file of the bench's own", bf.name, nfs.Bytes(a.Size))
 	}
-	bf.fh, bf.mayFill = fh, r.overwrite
+	bf.h, bf.mayFill = h, r.overwrite
 	if !r.overwrite {
 		if r.sizeSet && uint64(r.size) > a.Size {
 			return fmt.Errorf("--file %s holds %s, less than --size %s; the bench does not grow a file it did not create without --overwrite", bf.name, nfs.Bytes(a.Size), nfs.Bytes(uint64(r.size)))
@@ -406,8 +445,8 @@ func (bf *benchFile) existing(fh nfs3.FileHandle, a nfs3.Attr, r benchFileRules)
 // zeros from the file's current size on, or, with stamp, the whole file
 // with every 512 bytes stamped with its offset (stampBlock). Memory stays
 // at one block whatever the size.
-func fillFile(ctx context.Context, c *nfs.Client, fh nfs3.FileHandle, size uint64, bs int, stamp bool) error {
-	a, err := c.Getattr(ctx, fh)
+func fillFile(ctx context.Context, c nfs.Files, f nfs.File, size uint64, bs int, stamp bool) error {
+	a, err := c.Stat(ctx, f.Handle())
 	if err != nil {
 		return err
 	}
@@ -421,7 +460,7 @@ func fillFile(ctx context.Context, c *nfs.Client, fh nfs3.FileHandle, size uint6
 		if stamp {
 			stampBlock(p, off)
 		}
-		n, _, _, err := c.Write(ctx, fh, p, off, nfs3.Unstable)
+		n, _, err := f.WriteAt(ctx, p, off)
 		if err != nil {
 			return fmt.Errorf("filling the bench file: %w", err)
 		}
@@ -431,7 +470,7 @@ func fillFile(ctx context.Context, c *nfs.Client, fh nfs3.FileHandle, size uint6
 		off += uint64(n)
 	}
 	if from < size {
-		if _, err := c.Commit(ctx, fh); err != nil {
+		if _, err := f.Commit(ctx); err != nil {
 			return fmt.Errorf("filling the bench file: %w", err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 // benchReport is what nfs bench prints once its workloads have run.
 type benchReport struct {
 	host, export, transport string
+	vers                    string
 	file                    *benchFile
 	jobs                    []*jobResult
 	b                       *benchFlags
@@ -165,6 +166,7 @@ type fioRun struct {
 	File      string `json:"file"`
 	FileSize  int    `json:"file_size"`
 	Transport string `json:"transport"`
+	NFS       string `json:"nfs_version"`
 	Tool      string `json:"tool_version"`
 }
 
@@ -197,7 +199,7 @@ func (r *benchReport) writeFioJSON(w io.Writer) error {
 	now := time.Now()
 	out := fioJSON{Version: "rpcrdma-" + toolVersion(), Timestamp: now.Unix(), TimestampMS: now.UnixMilli(),
 		Time: now.Format(time.ANSIC), Global: map[string]string{"size": strconv.Itoa(r.file.size)},
-		RPCRDMA: fioRun{Host: r.host, Export: r.export, File: r.file.name, FileSize: r.file.size, Transport: r.transport, Tool: toolVersion()}}
+		RPCRDMA: fioRun{Host: r.host, Export: r.export, File: r.file.name, FileSize: r.file.size, Transport: r.transport, NFS: r.vers, Tool: toolVersion()}}
 	for _, j := range r.jobs {
 		opts := map[string]string{"rw": j.rw, "bs": strconv.Itoa(j.bss[0].size), "iodepth": strconv.Itoa(j.iodepth),
 			"numjobs": strconv.Itoa(j.numjobs), "runtime": strconv.FormatInt(time.Duration(r.b.runtime).Milliseconds(), 10) + "ms",

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
-	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
 
@@ -43,7 +42,8 @@ type dirStats struct {
 
 // nfsBenchRun holds what every workload of one bench shares.
 type nfsBenchRun struct {
-	clients  []*nfs.Client
+	clients  []nfs.Files      // per connection (NFSv4.1: the one session, repeated)
+	files    []nfs.File       // the bench file, opened on each
 	conns    *[]*rpcrdma.Conn // RDMA connections, as dialed (reconnects append)
 	file     *benchFile
 	bss      []bsShare
@@ -116,7 +116,7 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 	for i := range len(r.clients) * b.iodepth {
 		wg.Go(func() {
 			ww := *w
-			ww.c = r.clients[i%len(r.clients)]
+			ww.c, ww.f = r.clients[i%len(r.clients)], r.files[i%len(r.files)]
 			ww.rng = rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano())))
 			ww.buf = make([]byte, maxShare(r.bss))
 			ww.id = i
@@ -175,7 +175,7 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 		return res, firstErr
 	}
 	if workloadKinds[rw].writes && parent.Err() == nil {
-		if _, err := r.clients[0].Commit(parent, r.file.fh); err != nil {
+		if _, err := r.files[0].Commit(parent); err != nil {
 			return res, err
 		}
 	}
@@ -243,7 +243,8 @@ type worker struct {
 	kind struct{ random, reads, writes, meta bool }
 	res  *jobResult
 	seq  *[2]atomic.Uint64
-	c    *nfs.Client
+	c    nfs.Files
+	f    nfs.File
 	rng  *rand.Rand
 	buf  []byte
 	id   int
@@ -274,10 +275,10 @@ func (w *worker) one(ctx context.Context) (int, int, error) {
 		if w.run.b.verify {
 			stampBlock(p, off)
 		}
-		n, _, _, err := w.c.Write(ctx, f.fh, p, off, nfs3.Unstable)
+		n, _, err := w.f.WriteAt(ctx, p, off)
 		return dir, n, err
 	}
-	n, _, err := w.c.Read(ctx, f.fh, p, off)
+	n, _, err := w.f.ReadAt(ctx, p, off)
 	if err == nil && w.run.b.verify {
 		if bad, got := checkStamps(p[:n], off); bad >= 0 {
 			return dir, n, fmt.Errorf("verify: the 512 bytes at offset %d hold the stamp of offset %d", bad, got)
@@ -291,21 +292,25 @@ func (w *worker) meta(ctx context.Context) error {
 	f := w.run.file
 	switch w.rw {
 	case "getattr":
-		_, err := w.c.Getattr(ctx, f.fh)
+		_, err := w.c.Stat(ctx, f.h)
 		return err
 	case "lookup":
 		_, _, err := w.c.Lookup(ctx, f.dir, f.name)
 		return err
 	case "readdir":
-		_, err := w.c.ReadDir(ctx, f.dir)
+		_, err := w.c.List(ctx, f.dir)
 		return err
 	}
 	name := fmt.Sprintf("%s.%d.%d", f.name, w.id, w.made)
 	w.made++
-	if _, err := w.c.Create(ctx, f.dir, name, nfs3.Guarded, nfs3.SetAttr{SetMode: true, Mode: 0o644}); err != nil {
+	cf, err := w.c.Create(ctx, f.dir, name, 0o644)
+	if err != nil {
 		return err
 	}
 	w.left = name
+	if err := cf.Close(ctx); err != nil {
+		return err
+	}
 	if err := w.c.Remove(ctx, f.dir, name); err != nil {
 		return err
 	}

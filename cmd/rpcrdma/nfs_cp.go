@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
 	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs4"
 )
 
 // cpOptions are nfs cp's own flags.
@@ -88,24 +89,24 @@ func (f *nfsFlags) cpUp(ctx, mctx context.Context, src string, dst remote, o cpO
 	if !fi.IsDir() && !isLink && !fi.Mode().IsRegular() {
 		return 0, fmt.Errorf("%s is not a regular file (%v)", src, fi.Mode().Type())
 	}
-	c, p, err := f.mountRemote(mctx, dst, nil)
+	fsys, p, closeFn, err := f.openFiles(mctx, dst, nil, 1)
 	if err != nil {
 		return 0, err
 	}
-	defer c.Close()
-	dir, name, err := remoteTarget(ctx, c, p, dst.path, filepath.Base(src), fi.IsDir())
+	defer closeFn()
+	dir, name, err := remoteTarget(ctx, fsys, p, dst.path, filepath.Base(src), fi.IsDir())
 	if err != nil {
 		return 0, err
 	}
 	switch {
 	case fi.IsDir():
-		st, err := c.UploadTree(ctx, dir, name, src, nfs.TreeOptions{Progress: pr.file})
+		st, err := nfs.UploadTree(ctx, fsys, dir, name, src, nfs.TreeOptions{Progress: pr.file})
 		reportTree(pr, st)
 		return st.Bytes, err
 	case isLink:
 		target, err := os.Readlink(src)
 		if err == nil {
-			_, err = c.Symlink(ctx, dir, name, filepath.ToSlash(target), nfs3.SetAttr{})
+			err = fsys.Symlink(ctx, dir, name, filepath.ToSlash(target))
 		}
 		return 0, err
 	}
@@ -120,75 +121,78 @@ func (f *nfsFlags) cpUp(ctx, mctx context.Context, src string, dst remote, o cpO
 		uo.Atime, uo.Mtime = fi.ModTime(), fi.ModTime()
 	}
 	pr.total = fi.Size()
-	return c.Upload(ctx, dir, name, in, uo)
+	return nfs.Upload(ctx, fsys, dir, name, in, uo)
 }
 
 // remoteTarget returns the directory and name a copy of srcName goes to
-// at p (the path inside the export; full is as given): into p under
+// at p (the path as fsys looks it up; full is as given): into p under
 // srcName if p is a directory or ends in a slash, else p itself, whose
 // parent must be a directory. A file does not replace a directory.
-func remoteTarget(ctx context.Context, c *nfs.Client, p, full, srcName string, srcDir bool) (nfs3.FileHandle, string, error) {
-	fh, a, err := c.LookupPath(ctx, p)
+func remoteTarget(ctx context.Context, fsys nfs.Files, p, full, srcName string, srcDir bool) (nfs.Handle, string, error) {
+	h, a, err := fsys.LookupPath(ctx, p)
 	switch {
-	case err == nil && a.Type == nfs3.TypeDir:
-		if _, ea, err := c.Lookup(ctx, fh, srcName); err == nil && ea.Type == nfs3.TypeDir && !srcDir {
+	case err == nil && a.IsDir():
+		if _, ea, err := fsys.Lookup(ctx, h, srcName); err == nil && ea.IsDir() && !srcDir {
 			return nil, "", fmt.Errorf("%s/%s is a directory: a file cannot replace it", strings.TrimSuffix(full, "/"), srcName)
 		}
-		return fh, srcName, nil
+		return h, srcName, nil
 	case strings.HasSuffix(full, "/"):
 		if err == nil {
-			return nil, "", fmt.Errorf("%s: %w", full, &nfs.Error{Proc: nfs3.ProcLookup, Stat: nfs3.ErrNotDir})
+			return nil, "", fmt.Errorf("%s: not a directory", full)
 		}
 		return nil, "", err
-	case err != nil && !errors.Is(err, nfs3.ErrNoEnt):
+	case err != nil && !isNoEnt(err):
 		return nil, "", err
 	case err == nil && srcDir:
 		return nil, "", fmt.Errorf("%s exists and is not a directory", full)
 	}
-	dir, da, err := c.LookupPath(ctx, path.Dir(path.Clean("/"+p)))
+	dir, da, err := fsys.LookupPath(ctx, path.Dir(path.Clean("/"+p)))
 	if err != nil {
 		return nil, "", err
 	}
-	if da.Type != nfs3.TypeDir {
-		return nil, "", fmt.Errorf("%s: %w", path.Dir(full), &nfs.Error{Proc: nfs3.ProcLookup, Stat: nfs3.ErrNotDir})
+	if !da.IsDir() {
+		return nil, "", fmt.Errorf("%s: not a directory", path.Dir(full))
 	}
 	return dir, path.Base(p), nil
 }
 
+// isNoEnt reports whether err is either version's NOENT.
+func isNoEnt(err error) bool { return errors.Is(err, nfs3.ErrNoEnt) || errors.Is(err, nfs4.ErrNoEnt) }
+
 // cpDown copies the remote src to the local dst; mctx bounds mounting.
 func (f *nfsFlags) cpDown(ctx, mctx context.Context, src remote, dst string, o cpOptions, pr *copyProgress) (int64, error) {
-	c, p, err := f.mountRemote(mctx, src, nil)
+	fsys, p, closeFn, err := f.openFiles(mctx, src, nil, 1)
 	if err != nil {
 		return 0, err
 	}
-	defer c.Close()
-	fh, a, err := c.LookupPath(ctx, p)
+	defer closeFn()
+	h, a, err := fsys.LookupPath(ctx, p)
 	if err != nil {
 		return 0, err
 	}
 	what := src.host + ":" + src.path
-	if err := o.kindCheck(what, a.Type == nfs3.TypeDir, a.Type == nfs3.TypeLnk); err != nil {
+	if err := o.kindCheck(what, a.IsDir(), a.IsLink()); err != nil {
 		return 0, err
 	}
-	if a.Type != nfs3.TypeDir && a.Type != nfs3.TypeLnk && a.Type != nfs3.TypeReg {
+	if !a.IsDir() && !a.IsLink() && !a.IsRegular() {
 		return 0, fmt.Errorf("%s is not a regular file (%v)", what, a.Type)
 	}
 	name := path.Base(path.Clean("/" + src.path))
 	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
 		dst = filepath.Join(dst, name)
-		if fi, err := os.Lstat(dst); err == nil && fi.IsDir() && a.Type != nfs3.TypeDir {
+		if fi, err := os.Lstat(dst); err == nil && fi.IsDir() && !a.IsDir() {
 			return 0, fmt.Errorf("%s is a directory: a file cannot replace it", dst)
 		}
 	} else if strings.HasSuffix(dst, string(filepath.Separator)) || strings.HasSuffix(dst, "/") {
 		return 0, fmt.Errorf("%s: not a directory", dst)
 	}
-	switch a.Type {
-	case nfs3.TypeDir:
-		st, err := c.DownloadTree(ctx, fh, dst, nfs.TreeOptions{Progress: pr.file})
+	switch {
+	case a.IsDir():
+		st, err := nfs.DownloadTree(ctx, fsys, h, dst, nfs.TreeOptions{Progress: pr.file})
 		reportTree(pr, st)
 		return st.Bytes, err
-	case nfs3.TypeLnk:
-		target, err := c.Readlink(ctx, fh)
+	case a.IsLink():
+		target, err := fsys.ReadLink(ctx, h)
 		if err == nil {
 			err = os.Symlink(target, dst)
 		}
@@ -202,7 +206,7 @@ func (f *nfsFlags) cpDown(ctx, mctx context.Context, src remote, dst string, o c
 	var do nfs.DownloadOptions
 	do.Progress = func(n int64) { pr.file(dst, n) }
 	pr.total = int64(a.Size)
-	return c.DownloadFile(ctx, fh, dst, do)
+	return nfs.DownloadFile(ctx, fsys, h, dst, do)
 }
 
 // reportTree says what a tree copy skipped.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"flag"
 	"io"
+	"io/fs"
 	"path"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
-	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
 
 // fileCmd parses the flags and remote arguments common to ls, cat and cp;
@@ -26,36 +28,63 @@ func fileCmd(ctx context.Context, name, synopsis string, nargs int, args []strin
 	return f, fs.Args(), ctx, cancel, nil
 }
 
-// lookupRemote mounts the export HOST:/export/path lies in and looks the
-// path up. It returns the client, which the caller closes, the path
-// inside the export, and the path's handle and attributes.
-func (f *nfsFlags) lookupRemote(ctx context.Context, arg string) (*nfs.Client, string, nfs3.FileHandle, nfs3.Attr, error) {
+// openFiles reaches the files of r: with --vers 3 it mounts the export
+// r.path lies in and returns the path inside it, with --vers 4.1 it sets
+// up a session and returns r.path, from the server's NFSv4 root. conns,
+// if not nil, collects the RDMA connections; close ends it all.
+func (f *nfsFlags) openFiles(ctx context.Context, r remote, conns *[]*rpcrdma.Conn, nconns int) (nfs.Files, string, func(), error) {
+	if f.vers == "3" {
+		c, p, err := f.mountRemote(ctx, r, conns)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return nfs.V3Files(c), p, func() { c.Close() }, nil
+	}
+	if r.port != 0 {
+		f.nfsPort = r.port
+	}
+	dial, err := f.dialer(r.host, conns)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	c, err := nfs.Mount4(ctx, nfs.Config4{Dial: dial, Conns: nconns, Cred: f.cred(), Reconnect: rpc.ReconnectConfig{Attempts: 3}})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return nfs.V41Files(c), r.path, func() { c.Close() }, nil
+}
+
+// lookupRemote reaches the files HOST:/export/path lies in and looks the
+// path up. It returns the files, the path inside them, the path's handle
+// and information, and what closes them.
+func (f *nfsFlags) lookupRemote(ctx context.Context, arg string) (nfs.Files, string, nfs.Handle, nfs.FileInfo, func(), error) {
 	r, ok := parseRemote(arg)
 	if !ok {
-		return nil, "", nil, nfs3.Attr{}, errNotRemote
+		return nil, "", nil, nfs.FileInfo{}, nil, errNotRemote
 	}
-	c, p, err := f.mountRemote(ctx, r, nil)
+	fsys, p, closeFn, err := f.openFiles(ctx, r, nil, 1)
 	if err != nil {
-		return nil, "", nil, nfs3.Attr{}, err
+		return nil, "", nil, nfs.FileInfo{}, nil, err
 	}
-	fh, a, err := c.LookupPath(ctx, p)
+	h, a, err := fsys.LookupPath(ctx, p)
 	if err != nil {
-		c.Close()
-		return nil, "", nil, nfs3.Attr{}, err
+		closeFn()
+		return nil, "", nil, nfs.FileInfo{}, nil, err
 	}
-	return c, p, fh, a, nil
+	return fsys, p, h, a, closeFn, nil
 }
 
 // remoteFile is the one HOST:/export/path argument of ls and cat, looked
-// up on its mounted export.
+// up.
 type remoteFile struct {
-	ctx    context.Context
-	c      *nfs.Client
-	path   string // inside the export
-	full   string // as the argument gave it, from the server's root
-	fh     nfs3.FileHandle
-	attr   nfs3.Attr
-	cancel context.CancelFunc
+	ctx     context.Context
+	fsys    nfs.Files
+	path    string // inside the export (NFSv3) or from the root (NFSv4.1)
+	full    string // as the argument gave it, from the server's root
+	h       nfs.Handle
+	info    nfs.FileInfo
+	closeFn func()
+	cancel  context.CancelFunc
 }
 
 // remoteFileCmd parses the command line of ls or cat and looks its
@@ -69,7 +98,7 @@ func remoteFileCmd(ctx context.Context, name string, args []string, stderr io.Wr
 	if r, ok := parseRemote(rest[0]); ok {
 		rf.full = path.Clean(r.path)
 	}
-	if rf.c, rf.path, rf.fh, rf.attr, err = f.lookupRemote(ctx, rest[0]); err != nil {
+	if rf.fsys, rf.path, rf.h, rf.info, rf.closeFn, err = f.lookupRemote(ctx, rest[0]); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -78,19 +107,30 @@ func remoteFileCmd(ctx context.Context, name string, args []string, stderr io.Wr
 
 // close unmounts and ends the command's time bound.
 func (rf *remoteFile) close() {
-	rf.c.Close()
+	rf.closeFn()
 	rf.cancel()
 }
 
 // modeString renders a type and mode as ls -l does.
-func modeString(a nfs3.Attr) string {
-	t := map[nfs3.FType]byte{nfs3.TypeDir: 'd', nfs3.TypeLnk: 'l', nfs3.TypeBlk: 'b', nfs3.TypeChr: 'c', nfs3.TypeSock: 's', nfs3.TypeFIFO: 'p'}[a.Type]
-	if t == 0 {
-		t = '-'
+func modeString(a nfs.FileInfo) string {
+	var t byte = '-'
+	switch {
+	case a.IsDir():
+		t = 'd'
+	case a.IsLink():
+		t = 'l'
+	case a.Type&fs.ModeCharDevice != 0:
+		t = 'c'
+	case a.Type&fs.ModeDevice != 0:
+		t = 'b'
+	case a.Type&fs.ModeSocket != 0:
+		t = 's'
+	case a.Type&fs.ModeNamedPipe != 0:
+		t = 'p'
 	}
 	b := []byte{t}
 	for i := 8; i >= 0; i-- {
-		if a.Mode&(1<<i) != 0 {
+		if a.Perm&(1<<i) != 0 {
 			b = append(b, "rwxrwxrwx"[8-i])
 		} else {
 			b = append(b, '-')
@@ -105,6 +145,6 @@ func nfsCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer rf.close()
-	_, err = rf.c.Download(rf.ctx, rf.fh, stdout)
+	_, err = nfs.Download(rf.ctx, rf.fsys, rf.h, stdout)
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"path"
 	"strconv"
@@ -15,7 +16,6 @@ import (
 	"unicode"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
-	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
 )
 
 // lsOptions are nfs ls's own flags, as ls(1) names them.
@@ -31,12 +31,11 @@ type lsEntry struct {
 	Mode   string    `json:"mode"` // as ls -l: -rw-r--r--
 	Perm   uint32    `json:"perm"` // the mode's bits, 0o7777
 	Nlink  uint32    `json:"nlink"`
-	UID    uint32    `json:"uid"`
-	GID    uint32    `json:"gid"`
+	Owner  string    `json:"owner"` // the uid (NFSv3), or the owner string (NFSv4)
+	Group  string    `json:"group"`
 	Size   uint64    `json:"size"`
 	Mtime  time.Time `json:"mtime"`
 	Target string    `json:"target,omitempty"` // a symbolic link's
-	attr   nfs3.Attr
 }
 
 // lsMaxDepth bounds -R, against a server whose directories never end.
@@ -53,13 +52,13 @@ func nfsLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer rf.close()
-	l := &lister{ctx: rf.ctx, c: rf.c, o: o, w: stdout, now: time.Now()}
-	if rf.attr.Type != nfs3.TypeDir {
-		e := l.entry(rf.fh, path.Base(rf.full), rf.full, rf.attr)
+	l := &lister{ctx: rf.ctx, fsys: rf.fsys, o: o, w: stdout, now: time.Now()}
+	if !rf.info.IsDir() {
+		e := l.entry(rf.h, path.Base(rf.full), rf.full, rf.info)
 		l.print("", []lsEntry{e}, false)
 		return l.finish()
 	}
-	if err := l.dir(rf.fh, rf.full, rf.attr, nil); err != nil {
+	if err := l.dir(rf.h, rf.full, rf.info, nil); err != nil {
 		return err
 	}
 	return l.finish()
@@ -68,7 +67,7 @@ func nfsLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // lister lists directories, as text or into all for --json.
 type lister struct {
 	ctx  context.Context
-	c    *nfs.Client
+	fsys nfs.Files
 	o    lsOptions
 	w    io.Writer
 	now  time.Time
@@ -76,12 +75,12 @@ type lister struct {
 	dirs int // listed so far, for the blank line between them
 }
 
-// entry makes the listing entry of the file fh.
-func (l *lister) entry(fh nfs3.FileHandle, name, p string, a nfs3.Attr) lsEntry {
-	e := lsEntry{Path: p, Name: name, Type: typeName(a.Type), Mode: modeString(a), Perm: a.Mode & 0o7777, Nlink: a.Nlink,
-		UID: a.UID, GID: a.GID, Size: a.Size, Mtime: a.Mtime.Time().UTC(), attr: a}
-	if a.Type == nfs3.TypeLnk && fh != nil {
-		if t, err := l.c.Readlink(l.ctx, fh); err == nil {
+// entry makes the listing entry of the file h.
+func (l *lister) entry(h nfs.Handle, name, p string, a nfs.FileInfo) lsEntry {
+	e := lsEntry{Path: p, Name: name, Type: typeName(a), Mode: modeString(a), Perm: a.Perm, Nlink: a.Nlink,
+		Owner: a.Owner, Group: a.Group, Size: a.Size, Mtime: a.Mtime.UTC()}
+	if a.IsLink() && h != nil {
+		if t, err := l.fsys.ReadLink(l.ctx, h); err == nil {
 			e.Target = t
 		}
 	}
@@ -91,7 +90,7 @@ func (l *lister) entry(fh nfs3.FileHandle, name, p string, a nfs3.Attr) lsEntry 
 // dir lists the directory fh at p (from the server's root), and with -R the directories in it;
 // above holds its ancestors' file IDs, to refuse a directory inside
 // itself.
-func (l *lister) dir(fh nfs3.FileHandle, p string, a nfs3.Attr, above []uint64) error {
+func (l *lister) dir(h nfs.Handle, p string, a nfs.FileInfo, above []uint64) error {
 	if len(above) > lsMaxDepth {
 		return fmt.Errorf("%s: more than %d levels of directories", p, lsMaxDepth)
 	}
@@ -100,35 +99,21 @@ func (l *lister) dir(fh nfs3.FileHandle, p string, a nfs3.Attr, above []uint64) 
 			return fmt.Errorf("%s: the server lists a directory inside itself", p)
 		}
 	}
-	ents, err := l.c.ReadDirPlus(l.ctx, fh)
+	ents, err := l.fsys.List(l.ctx, h)
 	if err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	var list []lsEntry
-	var subdirs []nfs3.EntryPlus
+	var subdirs []nfs.DirEntry
 	for _, e := range ents {
-		if e.Name == "." || e.Name == ".." {
-			continue
-		}
-		ea := e.Attr.Attr
-		var efh nfs3.FileHandle
-		if e.FH.Present {
-			efh = e.FH.FH
-		}
-		if !e.Attr.Present || efh == nil {
-			if efh, ea, err = l.c.Lookup(l.ctx, fh, e.Name); err != nil {
-				return fmt.Errorf("%s: %w", path.Join(p, e.Name), err)
-			}
-		}
-		list = append(list, l.entry(efh, e.Name, path.Join(p, e.Name), ea))
-		if ea.Type == nfs3.TypeDir && l.o.recursive && !strings.Contains(e.Name, "/") {
-			e.FH.FH, e.Attr.Attr = efh, ea
+		list = append(list, l.entry(e.Handle, e.Name, path.Join(p, e.Name), e.Info))
+		if e.Info.IsDir() && l.o.recursive && !strings.Contains(e.Name, "/") && e.Name != "." && e.Name != ".." {
 			subdirs = append(subdirs, e)
 		}
 	}
 	l.print(p, list, l.o.recursive)
 	for _, e := range subdirs {
-		if err := l.dir(e.FH.FH, path.Join(p, e.Name), e.Attr.Attr, append(above, a.FileID)); err != nil {
+		if err := l.dir(e.Handle, path.Join(p, e.Name), e.Info, append(above, a.FileID)); err != nil {
 			return err
 		}
 	}
@@ -159,7 +144,7 @@ func (l *lister) print(dir string, list []lsEntry, header bool) {
 		if e.Target != "" {
 			name += " -> " + printable(e.Target)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.Mode, rightAlign(strconv.Itoa(int(e.Nlink)), 3), e.UID, e.GID,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Mode, rightAlign(strconv.Itoa(int(e.Nlink)), 3), printable(e.Owner), printable(e.Group),
 			rightAlign(size, 8), lsTime(e.Mtime, l.now), name)
 	}
 	tw.Flush()
@@ -226,22 +211,22 @@ func printable(s string) string {
 }
 
 // typeName names a file type for --json.
-func typeName(t nfs3.FType) string {
-	switch t {
-	case nfs3.TypeReg:
+func typeName(a nfs.FileInfo) string {
+	switch {
+	case a.IsRegular():
 		return "file"
-	case nfs3.TypeDir:
+	case a.IsDir():
 		return "dir"
-	case nfs3.TypeLnk:
+	case a.IsLink():
 		return "symlink"
-	case nfs3.TypeBlk:
-		return "block"
-	case nfs3.TypeChr:
+	case a.Type&fs.ModeCharDevice != 0:
 		return "char"
-	case nfs3.TypeSock:
+	case a.Type&fs.ModeDevice != 0:
+		return "block"
+	case a.Type&fs.ModeSocket != 0:
 		return "socket"
-	case nfs3.TypeFIFO:
+	case a.Type&fs.ModeNamedPipe != 0:
 		return "fifo"
 	}
-	return t.String()
+	return "other"
 }

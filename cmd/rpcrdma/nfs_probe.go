@@ -49,26 +49,12 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d of the probe's steps failed: %s", len(failed), strings.Join(failed, ", "))
 	}
 
+	v3 := f.vers == "3"
 	// MOUNT over TCP: NULL and EXPORT.
 	var exports []mount.ExportNode
-	timed("MOUNT NULL (tcp)", func() (string, error) {
-		t, err := rpc.DialTCP(ctx, mountAddr, nil)
-		if err != nil {
-			return "", err
-		}
-		c := rpc.NewClient(t)
-		defer c.Close()
-		return mountAddr, c.Null(ctx, mount.Program, mount.Version)
-	})
-	timed("MOUNT EXPORT", func() (string, error) {
-		var err error
-		exports, err = nfs.Exports(ctx, mountAddr)
-		s := ""
-		for _, e := range exports {
-			s += e.Dir + " "
-		}
-		return s, err
-	})
+	if v3 {
+		f.probeMount(ctx, timed, mountAddr, &exports)
+	}
 
 	// NFS: NULL per version, and what the transport negotiated.
 	var conns []*rpcrdma.Conn
@@ -89,16 +75,19 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 	}
 	defer rc.Close()
 	// Versions 2 and 4 are asked after to learn what the server offers:
-	// PROG_MISMATCH is an answer there. Version 3 is the one spoken here.
+	// PROG_MISMATCH is an answer there. The version asked for (--vers)
+	// must answer.
+	v4 := false
 	for _, v := range []uint32{2, 3, 4} {
 		timed(fmt.Sprintf("NFS NULL v%d", v), func() (string, error) {
 			err := rc.Null(ctx, nfs3.Program, v)
-			if ae, ok := errors.AsType[*rpc.AcceptError](err); ok && ae.Stat == rpc.ProgMismatch && v != nfs3.Version {
+			if ae, ok := errors.AsType[*rpc.AcceptError](err); ok && ae.Stat == rpc.ProgMismatch && (v == 2 || v == 3 && !v3 || v == 4 && v3) {
 				return "not offered (" + offeredVersions(ae.Low, ae.High) + ")", nil
 			}
 			if err != nil {
 				return "", err
 			}
+			v4 = v4 || v == 4
 			return "ok", nil
 		})
 	}
@@ -107,13 +96,49 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "rpc-over-rdma: version %d, inline send %d receive %d, credits %d, remote invalidation %v, peer private data %v\n",
 			in.Version, in.SendInline, in.RecvInline, in.Credits, in.RemoteInvalidation, in.PeerPrivateData)
 	}
+	cred, _ := f.cred().Cred()
+	if v4 {
+		f.probe41(ctx, timed, rc, dial, cred, !v3)
+	}
+	if !v3 {
+		return result()
+	}
+	f.probeExports(ctx, timed, rc, mountAddr, exports, cred)
+	return result()
+}
 
-	// Each export, or only --export (for a server that does not list
-	// them): MNT, FSINFO, PATHCONF, FSSTAT.
+// probeTimer runs one step of the probe, prints it timed, and returns
+// its error.
+type probeTimer func(what string, fn func() (string, error)) error
+
+// probeMount asks MOUNT for NULL and EXPORT.
+func (f *nfsFlags) probeMount(ctx context.Context, timed probeTimer, mountAddr string, exports *[]mount.ExportNode) {
+	timed("MOUNT NULL (tcp)", func() (string, error) {
+		t, err := rpc.DialTCP(ctx, mountAddr, nil)
+		if err != nil {
+			return "", err
+		}
+		c := rpc.NewClient(t)
+		defer c.Close()
+		return mountAddr, c.Null(ctx, mount.Program, mount.Version)
+	})
+	timed("MOUNT EXPORT", func() (string, error) {
+		var err error
+		*exports, err = nfs.Exports(ctx, mountAddr)
+		s := ""
+		for _, e := range *exports {
+			s += e.Dir + " "
+		}
+		return s, err
+	})
+}
+
+// probeExports mounts each export, or only --export (for a server that
+// does not list them), and asks FSINFO, PATHCONF and FSSTAT.
+func (f *nfsFlags) probeExports(ctx context.Context, timed probeTimer, rc *rpc.Client, mountAddr string, exports []mount.ExportNode, cred rpc.OpaqueAuth) {
 	if f.export != "" {
 		exports = []mount.ExportNode{{Dir: f.export}}
 	}
-	cred, _ := f.cred().Cred()
 	for _, e := range exports {
 		var root nfs3.FileHandle
 		if timed("MNT "+e.Dir, func() (string, error) {
@@ -147,7 +172,51 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 			return fmt.Sprintf("%d of %d bytes free, %d of %d files free", s.ABytes, s.TBytes, s.AFiles, s.TFiles), err
 		})
 	}
-	return result()
+}
+
+// probe41 asks which NFSv4 minor versions the server speaks and, if 4.1
+// is one, sets up a session and prints what it negotiated; with must, a
+// failure is the probe's.
+func (f *nfsFlags) probe41(ctx context.Context, timed probeTimer, rc *rpc.Client, dial nfs.Dialer, cred rpc.OpaqueAuth, must bool) {
+	has41 := false
+	for minor := range uint32(3) {
+		timed(fmt.Sprintf("NFSv4.%d", minor), func() (string, error) {
+			ok, err := nfs.MinorVersionOffered(ctx, rc, minor, cred)
+			if !ok || err != nil {
+				return "not offered", err
+			}
+			has41 = has41 || minor == 1
+			return "offered", nil
+		})
+	}
+	if !has41 && !must {
+		return
+	}
+	timed("SESSION v4.1", func() (string, error) {
+		c, err := nfs.Mount4(ctx, nfs.Config4{Dial: dial, Cred: f.cred(), Reconnect: rpc.ReconnectConfig{Attempts: 3}})
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		in := c.Info()
+		rdmaIRD := "none"
+		if in.Fore.HasRDMAIRD {
+			rdmaIRD = fmt.Sprint(in.Fore.RDMAIRD)
+		}
+		back := "not asked for"
+		if in.Backchannel {
+			back = "granted"
+		}
+		impl := in.Implementation
+		if impl == "" {
+			impl = "(none sent)"
+		}
+		return fmt.Sprintf("client ID %#x, %d slots, requests up to %d bytes, replies up to %d (%d cached), %d operations\n"+
+			"  %-22s server owner %q, scope %q, implementation %s\n"+
+			"  %-22s lease %v, backchannel %s, RDMA IRD %s, max read %d, write %d",
+			in.ClientID, in.Slots, in.Fore.MaxRequestSize, in.Fore.MaxResponseSize, in.Fore.MaxResponseSizeCached, in.Fore.MaxOperations,
+			"", in.ServerOwner, in.ServerScope, impl, "", in.Lease, back, rdmaIRD, in.MaxRead, in.MaxWrite), nil
+	})
 }
 
 // offeredVersions says which versions a PROG_MISMATCH reply says the
