@@ -74,7 +74,7 @@ func TestNFSFiles41Knfsd(t *testing.T) {
 	run("cp", filepath.Join(local, name), "127.0.0.1:/")
 	defer lab.Run(t, "rm -f /export/"+name, lab.CmdTimeout)
 	out, _ := run("ls", "127.0.0.1:/")
-	if !regexp.MustCompile(`(?m)^-rw-r----- +1 .* 2097157 .* ` + name + `$`).MatchString(out) || strings.Contains(out, ".part") {
+	if !regexp.MustCompile(`(?m)^-rw-r----- +1 .* 2097157 .* `+name+`$`).MatchString(out) || strings.Contains(out, ".part") {
 		t.Errorf("ls after cp:\n%s", out)
 	}
 	back := filepath.Join(local, "back")
