@@ -30,9 +30,10 @@
 //	buf := make([]byte, attr.Size)
 //	c.ReadAt(ctx, fh, buf, 0)
 //
-// Client.Upload, DownloadFile, UploadTree and DownloadTree copy files and
-// trees without ever leaving a partial file under its final name. Mount4
-// is the NFSv4.1 client: a session whose slots give each request
+// Files is one view of a server's files for both versions (V3Files,
+// V41Files); Upload, DownloadFile, UploadTree and DownloadTree copy files
+// and trees over it without ever leaving a partial file under its final
+// name. Mount4 is the NFSv4.1 client: a session whose slots give each request
 // exactly-once semantics (RFC 8881 Section 2.10.6), recovery of a lost
 // session or client ID, and the file operations, OPEN and CLOSE through
 // File4. It serves no backchannel and asks for no delegations.
@@ -40,7 +41,7 @@
 // Tour: fs.go (the FS interface), localfs.go (LocalFS), handle.go (file
 // handles), perm.go (permission checks), errors.go (errno to status),
 // server.go and server_procs.go (the NFS procedures), mountd.go (MOUNT),
-// bounds.go (ArgLimit), client.go (Client, Mount), copy.go and tree.go
-// (copying files and trees), export.go (finding an export and its
+// bounds.go (ArgLimit), client.go (Client, Mount), files.go (Files),
+// copy.go and tree.go (copying files and trees), export.go (finding an export and its
 // ports), client4.go, client4_ops.go and slots.go (the NFSv4.1 client).
 package nfs
