@@ -88,6 +88,10 @@ type Client4 struct {
 	stop      chan struct{}
 	renewDone chan struct{}
 	closed    atomic.Bool
+
+	cb        *callbacks
+	backable  atomic.Bool // a connection can carry backward calls
+	cacheHits atomic.Uint64
 }
 
 // session4 is one session: its ID, slot table and negotiated channels.
@@ -138,10 +142,18 @@ func Mount4(ctx context.Context, cfg Config4) (*Client4, error) {
 		cfg.OwnerID = fmt.Appendf(nil, "go-rpcrdma/%s/%d/%x", host, os.Getpid(), r)
 	}
 	c := &Client4{cfg: cfg, cred: cred, stop: make(chan struct{}), renewDone: make(chan struct{})}
+	c.cb = newCallbacks(c)
 	rand.Read(c.verifier[:])
+	dial := func(ctx context.Context) (rpc.Transport, error) {
+		t, err := cfg.Dial(ctx)
+		if err == nil && c.cb.serve(t) {
+			c.backable.Store(true)
+		}
+		return t, err
+	}
 	for range cfg.Conns {
 		rc := cfg.Reconnect
-		rc.Dial = cfg.Dial
+		rc.Dial = dial
 		rcli, err := rpc.DialClient(ctx, rc)
 		if err != nil {
 			c.closeConns()
@@ -164,6 +176,7 @@ func Mount4(ctx context.Context, cfg Config4) (*Client4, error) {
 }
 
 func (c *Client4) closeConns() {
+	c.cb.close()
 	for _, rc := range c.conns {
 		rc.Close()
 	}
@@ -253,13 +266,20 @@ const (
 )
 
 // createSession creates a session for the client ID (RFC 8881 Section
-// 18.36). use_conn_in_rdma_mode and CREATE_SESSION4_FLAG_CONN_RDMA stay
-// off: Linux's NFS/RDMA starts in RDMA mode and grants neither.
+// 18.36), asking for the backchannel on the connection it is sent on
+// when that connection can carry backward calls (RFC 8167).
+// use_conn_in_rdma_mode and CREATE_SESSION4_FLAG_CONN_RDMA stay off:
+// Linux's NFS/RDMA starts in RDMA mode and grants neither.
 func (c *Client4) createSession(ctx context.Context) error {
 	c.mu.Lock()
 	args := nfs4.CreateSessionArgs{ClientID: c.clientID, Sequence: c.csSeq, Fore: c.foreChannel(),
-		Back:      nfs4.ChannelAttrs{MaxRequestSize: 4096, MaxResponseSize: 4096, MaxOperations: 2, MaxRequests: 1},
+		// Backward messages travel inline (RFC 8167 Section 4.1):
+		// within the 4 KiB threshold, and backSlots at once.
+		Back:      nfs4.ChannelAttrs{MaxRequestSize: 4096, MaxResponseSize: 4096, MaxOperations: 2, MaxRequests: backSlots},
 		CBProgram: nfs4.CBProgram, SecParms: []nfs4.CallbackSec{{Flavor: rpc.AuthNone}}}
+	if c.backable.Load() {
+		args.Flags |= nfs4.CreateSessionFlagConnBackChan
+	}
 	c.mu.Unlock()
 	var res nfs4.CreateSessionRes
 	if err := c.plain(ctx, &args, &res); err != nil {
@@ -274,6 +294,7 @@ func (c *Client4) createSession(ctx context.Context) error {
 	c.s = s
 	c.csSeq++
 	c.mu.Unlock()
+	c.cb.reset()
 	c.logf("nfs: session created", "slots", n, "max_request", res.Fore.MaxRequestSize, "max_response", res.Fore.MaxResponseSize)
 	return nil
 }
@@ -534,6 +555,10 @@ type Info4 struct {
 	Implementation           string // the server's nfs_impl_id4, if it sent one
 	Conns                    int
 	MaxRead, MaxWrite        int
+	// Recalls counts the delegations the server recalled (CB_RECALL),
+	// and CacheHits the reads served from what a file held under a
+	// delegation.
+	Recalls, CacheHits int
 }
 
 // Info returns what the session negotiated.
@@ -546,7 +571,10 @@ func (c *Client4) Info() Info4 {
 	in := Info4{ClientID: id, SessionID: s.id, Slots: n, TargetHighestSlot: hi, Fore: s.fore, Back: s.back,
 		Backchannel: s.flags&nfs4.CreateSessionFlagConnBackChan != 0, Lease: c.lease,
 		ServerOwner: string(x.ServerMajorID), ServerScope: string(x.ServerScope), ServerMinorID: x.ServerMinorID,
-		Conns: len(c.conns), MaxRead: c.MaxRead(), MaxWrite: c.MaxWrite()}
+		Conns: len(c.conns), MaxRead: c.MaxRead(), MaxWrite: c.MaxWrite(), CacheHits: int(c.cacheHits.Load())}
+	c.cb.mu.Lock()
+	in.Recalls = c.cb.recalls
+	c.cb.mu.Unlock()
 	if x.ImplID != nil {
 		in.Implementation = x.ImplID.Domain + " " + x.ImplID.Name
 	}
@@ -594,6 +622,7 @@ func (c *Client4) Close() error {
 	}
 	close(c.stop)
 	<-c.renewDone
+	c.cb.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c.mu.Lock()

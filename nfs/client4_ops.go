@@ -253,7 +253,16 @@ type OpenOptions struct {
 	// other attributes of Attr; Exclusive fails if it exists (GUARDED4).
 	Create, Exclusive bool
 	Attr              nfs4.SetAttr
+	// Delegation asks for a read delegation when the file is opened for
+	// reading only and the session has a backchannel to recall it by
+	// (RFC 8881 Section 10.2): while the client holds it, ReadAt serves
+	// what it has read before from memory.
+	Delegation bool
 }
+
+// maxDelegCache bounds what a file holding a read delegation keeps of
+// what it read.
+const maxDelegCache = 64 << 20
 
 // File4 is a file opened with OPEN: its handle and open stateid. Its
 // methods are safe for concurrent use.
@@ -267,6 +276,18 @@ type File4 struct {
 	owner  []byte
 	access uint32
 	deny   uint32
+
+	// The read delegation, and what was read under it, by offset.
+	deleg     nfs4.StateID
+	delegated bool
+	cache     map[uint64]cachedRead
+	cached    int
+}
+
+// cachedRead is what one READ under a delegation gave.
+type cachedRead struct {
+	data []byte
+	eof  bool
 }
 
 // Open opens (and with o.Create makes) name in dir (OPEN with CLAIM_NULL)
@@ -278,7 +299,7 @@ func (c *Client4) Open(ctx context.Context, dir nfs4.FileHandle, name string, o 
 	}
 	f := &File4{c: c, access: o.Access, deny: o.Deny, owner: make([]byte, 16)}
 	rand.Read(f.owner)
-	args := &nfs4.OpenArgs{ShareAccess: o.Access | nfs4.ShareAccessWantNoDeleg, ShareDeny: o.Deny,
+	args := &nfs4.OpenArgs{ShareAccess: o.Access | c.wantDeleg(o), ShareDeny: o.Deny,
 		Owner: nfs4.StateOwner{ClientID: c.clientIDNow(), Owner: f.owner}, Claim: nfs4.ClaimNull, Name: name}
 	if o.Create {
 		args.Create, args.CreateMode, args.CreateAttr = true, nfs4.Unchecked, o.Attr
@@ -295,7 +316,64 @@ func (c *Client4) Open(ctx context.Context, dir nfs4.FileHandle, name string, o 
 		return nil, err
 	}
 	f.FH, f.Attr, f.sid = append(nfs4.FileHandle(nil), gfh.FH...), copyAttr(ga.Attr), or.StateID
+	f.delegate(or.Delegation)
 	return f, nil
+}
+
+// wantDeleg returns the OPEN want bits for o: a read delegation where
+// asked for, possible and recallable, none otherwise.
+func (c *Client4) wantDeleg(o OpenOptions) uint32 {
+	c.mu.Lock()
+	back := c.s != nil && c.s.flags&nfs4.CreateSessionFlagConnBackChan != 0
+	c.mu.Unlock()
+	if o.Delegation && back && o.Access == nfs4.ShareAccessRead && !o.Create {
+		return nfs4.ShareAccessWantReadDeleg
+	}
+	return nfs4.ShareAccessWantNoDeleg
+}
+
+// delegate takes a read delegation OPEN granted.
+func (f *File4) delegate(d nfs4.OpenDelegation) {
+	switch d.Type {
+	case nfs4.DelegRead:
+		f.mu.Lock()
+		f.deleg, f.delegated, f.cache = d.StateID, true, map[uint64]cachedRead{}
+		f.mu.Unlock()
+		f.c.cb.hold(d.StateID, f)
+	case nfs4.DelegWrite:
+		// Not asked for; give it back rather than hold what this
+		// client does not cache for.
+		f.mu.Lock()
+		f.deleg, f.delegated = d.StateID, true
+		f.mu.Unlock()
+		f.c.cb.hold(d.StateID, f)
+		f.c.cb.returnLater(f)
+	}
+}
+
+// Delegated reports whether the file holds a delegation.
+func (f *File4) Delegated() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.delegated
+}
+
+// ReturnDelegation drops what the file read under its delegation and
+// returns the delegation (DELEGRETURN); without one it does nothing.
+func (f *File4) ReturnDelegation(ctx context.Context) error {
+	f.mu.Lock()
+	sid, held := f.deleg, f.delegated
+	f.delegated, f.cache, f.cached = false, nil, 0
+	f.mu.Unlock()
+	if !held || !f.c.cb.release(sid) {
+		return nil
+	}
+	err := f.c.compound(ctx, []nfs4.ArgOp{&nfs4.PutFHArgs{FH: f.FH}, &nfs4.DelegReturnArgs{StateID: sid}},
+		[]nfs4.ResOp{&nfs4.PutFHRes{}, &nfs4.DelegReturnRes{}}, callOpts{})
+	if lostState(err) {
+		return nil
+	}
+	return err
 }
 
 // OpenFH opens the file fh (OPEN with CLAIM_FH, RFC 8881 Section
@@ -373,17 +451,42 @@ func (f *File4) withState(ctx context.Context, op func(nfs4.StateID) error) erro
 
 // ReadAt makes one READ at off into p (at most MaxRead bytes); see
 // Client4.Read.
+//
+// While the file holds a read delegation, a read of a range read before
+// under it is served from memory: the server recalls the delegation
+// before any other client may change the file (RFC 8881 Section 10.4).
 func (f *File4) ReadAt(ctx context.Context, p []byte, off uint64) (n int, eof bool, err error) {
+	f.mu.Lock()
+	if b, ok := f.cache[off]; ok && f.delegated && (len(p) <= len(b.data) || b.eof) {
+		n = copy(p, b.data)
+		f.mu.Unlock()
+		f.c.cacheHits.Add(1)
+		return n, b.eof && n == len(b.data), nil
+	}
+	f.mu.Unlock()
 	err = f.withState(ctx, func(sid nfs4.StateID) error {
 		n, eof, err = f.c.Read(ctx, f.FH, sid, p, off)
 		return err
 	})
+	if err == nil && (n == len(p) || eof) {
+		f.mu.Lock()
+		if f.delegated && f.cached+n <= maxDelegCache {
+			f.cache[off] = cachedRead{data: append([]byte(nil), p[:n]...), eof: eof}
+			f.cached += n
+		}
+		f.mu.Unlock()
+	}
 	return n, eof, err
 }
 
 // WriteAt makes one WRITE of p at off (at most MaxWrite bytes); see
 // Client4.Write.
 func (f *File4) WriteAt(ctx context.Context, p []byte, off uint64, stable nfs4.StableHow) (n int, committed nfs4.StableHow, verf nfs4.Verifier, err error) {
+	f.mu.Lock()
+	if f.cache != nil {
+		f.cache, f.cached = map[uint64]cachedRead{}, 0
+	}
+	f.mu.Unlock()
 	err = f.withState(ctx, func(sid nfs4.StateID) error {
 		n, committed, verf, err = f.c.Write(ctx, f.FH, sid, p, off, stable)
 		return err
@@ -391,9 +494,12 @@ func (f *File4) WriteAt(ctx context.Context, p []byte, off uint64, stable nfs4.S
 	return n, committed, verf, err
 }
 
-// Close releases the open (CLOSE). A state the server already lost is
-// no error.
+// Close returns the file's delegation, if it holds one, and releases
+// the open (CLOSE). A state the server already lost is no error.
 func (f *File4) Close(ctx context.Context) error {
+	if err := f.ReturnDelegation(ctx); err != nil {
+		return err
+	}
 	sid := f.StateID()
 	err := f.c.compound(ctx, []nfs4.ArgOp{&nfs4.PutFHArgs{FH: f.FH}, &nfs4.CloseArgs{StateID: sid}},
 		[]nfs4.ResOp{&nfs4.PutFHRes{}, &nfs4.CloseRes{}}, callOpts{})

@@ -177,3 +177,82 @@ func exercise41(t *testing.T, ctx context.Context, c *Client4, tag string) {
 		t.Errorf("LOOKUP after REMOVE: %v", err)
 	}
 }
+
+// TestLinux41Delegation: over RDMA the session's backchannel is the
+// connection itself (RFC 8167); knfsd grants a read delegation, the
+// client reads from its cache while it holds it, and when the guest's
+// own processes write the file, knfsd recalls it with CB_RECALL, which
+// the library serves: it returns the delegation, the guest's write
+// completes, and the next read sees the new bytes.
+func TestLinux41Delegation(t *testing.T) {
+	addr := lab.Knfsd(t)
+	p, err := iwarp.New(iwarp.Options{FirstSendDelay: iwarp.SiwFirstSendDelay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c, err := Mount4(ctx, Config4{Dial: RDMA(p, addr, &rpcrdma.Config{BackwardCredits: 4}), Cred: &rpc.AuthSysParms{MachineName: "go-rpcrdma-test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !c.Info().Backchannel {
+		t.Fatal("knfsd did not grant the backchannel on the connection")
+	}
+	name := fmt.Sprintf("deleg41-%d.txt", time.Now().UnixNano())
+	if out, rc := lab.Run(t, "echo hello > /export/"+name, lab.CmdTimeout); rc != 0 {
+		t.Fatalf("creating the file in the guest: %d %s", rc, out)
+	}
+	defer lab.Run(t, "rm -f /export/"+name, lab.CmdTimeout)
+
+	// knfsd grants no delegation while a grace period runs (its own
+	// and lockd's, up to a minute after boot): open again until it does.
+	var f *File4
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		f, err = c.Open(ctx, c.Root(), name, OpenOptions{Delegation: true})
+		if errors.Is(err, nfs4.ErrGrace) && time.Now().Before(deadline) {
+			time.Sleep(time.Second)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Delegated() {
+			break
+		}
+		f.Close(ctx)
+		if time.Now().After(deadline) {
+			t.Fatal("knfsd granted no read delegation within 90 s")
+		}
+		time.Sleep(time.Second)
+	}
+	buf := make([]byte, 6)
+	for range 2 {
+		if n, _, err := f.ReadAt(ctx, buf, 0); err != nil || string(buf[:n]) != "hello\n" {
+			t.Fatalf("READ under the delegation: %q %v", buf[:n], err)
+		}
+	}
+	if in := c.Info(); in.CacheHits < 1 {
+		t.Errorf("the second read went to the server: %+v", in)
+	}
+	// The guest's write conflicts with the delegation: knfsd recalls it
+	// and holds the write until it comes back.
+	if out, rc := lab.Run(t, "timeout 50 sh -c 'echo world >> /export/"+name+"'", lab.CmdTimeout); rc != 0 {
+		t.Fatalf("the guest's write did not complete (the recall was not answered?): %d %s", rc, out)
+	}
+	for deadline := time.Now().Add(30 * time.Second); f.Delegated() && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if f.Delegated() || c.Info().Recalls < 1 {
+		t.Fatalf("the delegation was not recalled and returned: delegated %v, %+v", f.Delegated(), c.Info())
+	}
+	got := make([]byte, 64)
+	n, _, err := f.ReadAt(ctx, got, 0)
+	if err != nil || string(got[:n]) != "hello\nworld\n" {
+		t.Errorf("after the recall, READ gives %q %v", got[:n], err)
+	}
+	if err := f.Close(ctx); err != nil {
+		t.Error(err)
+	}
+}

@@ -426,7 +426,11 @@ func TestReconnectChaos(t *testing.T) {
 			return out, nil
 		})
 		s := serve(t, p, addr, nil, srv)
-		cli, err := DialClient(ctxT(t), p, s.addr(), nil, &rpc.ReconnectConfig{MinBackoff: time.Millisecond})
+		// Cuts every few milliseconds can end a new connection before
+		// any reply came back, which a Client counts as the peer
+		// hanging up, and by default gives up after 5 in a row; a
+		// client that expects cuts like these allows more attempts.
+		cli, err := DialClient(ctxT(t), p, s.addr(), nil, &rpc.ReconnectConfig{MinBackoff: time.Millisecond, Attempts: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
