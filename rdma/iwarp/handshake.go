@@ -27,7 +27,10 @@ package iwarp
 // Responder (Listener): one goroutine accepts TCP connections and one per
 // connection reads its Request, so a slow peer delays nobody else. At most
 // Options.MaxHandshakes are in progress (MaxHandshakesPerHost from one
-// host); a TCP connection beyond is closed at once.
+// host); a TCP connection beyond makes room by closing the oldest handshake
+// in progress (from its host, if that host is at its limit), so a flood of
+// connections that never send their Request holds a bounded number of
+// sockets and never shuts out a peer that sends its Request at once.
 //
 //	accepted       the Request must arrive within HandshakeTimeout.
 //	request read   a bad key, a Reply key, a revision other than 1 or 2, a
@@ -57,6 +60,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -269,8 +273,17 @@ type Listener struct {
 
 	mu       sync.Mutex
 	isClosed bool
-	pending  map[net.Conn]struct{} // connections whose Request is being read
-	perHost  map[string]int        // pending, by remote host
+	pending  map[net.Conn]pendingHS // connections whose Request is being read
+	perHost  map[string]int         // pending, by remote host
+	accepted uint64                 // TCP connections accepted, numbering pendingHS.seq
+	evicted  atomic.Uint64          // handshakes closed to make room (HandshakesEvicted)
+}
+
+// pendingHS is a handshake in progress: its remote host, and its place in
+// the order of arrival.
+type pendingHS struct {
+	host string
+	seq  uint64
 }
 
 var _ rdma.Listener = (*Listener)(nil)
@@ -357,29 +370,64 @@ func (l *Listener) acceptLoop() {
 			return
 		}
 		host := remoteHost(nc)
-		if !l.roomLocked(host) {
-			n := len(l.pending)
-			l.mu.Unlock()
-			l.p.stats.hsRefused.Add(1)
-			l.p.log.Debug("iwarp: too many handshakes in progress; connection closed", "remote", nc.RemoteAddr(), "in_progress", n)
-			nc.Close()
-			continue
-		}
-		l.pending[nc] = struct{}{}
+		victim := l.makeRoomLocked(host)
+		l.accepted++
+		l.pending[nc] = pendingHS{host: host, seq: l.accepted}
 		l.perHost[host]++
 		l.wg.Add(1)
 		l.mu.Unlock()
-		go l.handshake(nc, host)
+		if victim != nil {
+			l.evicted.Add(1)
+			l.p.stats.hsEvicted.Add(1)
+			l.p.log.Debug("iwarp: too many handshakes in progress; the oldest closed", "remote", victim.RemoteAddr(), "for", nc.RemoteAddr())
+			victim.Close() // its handshake goroutine sees the error and ends
+		}
+		go l.handshake(nc)
 	}
 }
 
-// roomLocked reports whether another handshake from host may start; l.mu
-// is held.
-func (l *Listener) roomLocked(host string) bool {
+// makeRoomLocked makes room for a handshake from host when
+// MaxHandshakesPerHost from host, or MaxHandshakes in all, are in
+// progress: it takes the oldest handshake from host, or the oldest of all,
+// out of l.pending and returns its connection for the caller to close
+// (nil if there was room). l.mu is held. Scanning l.pending costs up to
+// MaxHandshakes steps, taken only at a limit.
+func (l *Listener) makeRoomLocked(host string) net.Conn {
 	o := &l.p.opts
-	return (o.MaxHandshakes < 0 || len(l.pending) < o.MaxHandshakes) &&
-		(o.MaxHandshakesPerHost < 0 || l.perHost[host] < o.MaxHandshakesPerHost)
+	fromHost := o.MaxHandshakesPerHost >= 0 && l.perHost[host] >= o.MaxHandshakesPerHost
+	if !fromHost && (o.MaxHandshakes < 0 || len(l.pending) < o.MaxHandshakes) {
+		return nil
+	}
+	var victim net.Conn
+	var oldest pendingHS
+	for nc, hs := range l.pending {
+		if (!fromHost || hs.host == host) && (victim == nil || hs.seq < oldest.seq) {
+			victim, oldest = nc, hs
+		}
+	}
+	if victim != nil {
+		l.unpendLocked(victim)
+	}
+	return victim
 }
+
+// unpendLocked takes nc out of the handshakes in progress, if it is still
+// there; l.mu is held.
+func (l *Listener) unpendLocked(nc net.Conn) {
+	hs, ok := l.pending[nc]
+	if !ok {
+		return
+	}
+	delete(l.pending, nc)
+	if l.perHost[hs.host]--; l.perHost[hs.host] <= 0 {
+		delete(l.perHost, hs.host)
+	}
+}
+
+// HandshakesEvicted returns how many handshakes in progress the listener
+// has closed to make room for a newer one (Options.MaxHandshakes,
+// MaxHandshakesPerHost).
+func (l *Listener) HandshakesEvicted() uint64 { return l.evicted.Load() }
 
 // remoteHost returns the host of nc's remote address.
 func remoteHost(nc net.Conn) string {
@@ -391,14 +439,11 @@ func remoteHost(nc net.Conn) string {
 }
 
 // handshake reads the Request on nc and queues the request for Accept.
-func (l *Listener) handshake(nc net.Conn, host string) {
+func (l *Listener) handshake(nc net.Conn) {
 	defer l.wg.Done()
 	req, err := l.respond(nc)
 	l.mu.Lock()
-	delete(l.pending, nc)
-	if l.perHost[host]--; l.perHost[host] <= 0 {
-		delete(l.perHost, host)
-	}
+	l.unpendLocked(nc) // unless evicted
 	queued := false
 	if err == nil && !l.isClosed {
 		select {

@@ -123,9 +123,13 @@ type Options struct {
 	// (TCP connections whose Request has not yet been read), each of
 	// which holds a socket and a goroutine for up to HandshakeTimeout;
 	// MaxHandshakesPerHost bounds those from one remote host. A TCP
-	// connection beyond either is closed at once (Stats.HandshakesRefused),
-	// so a flood of connections that never send their Request holds a
-	// bounded number of sockets and goroutines. Zero means
+	// connection beyond either closes the oldest handshake in progress
+	// (from its host, when that host is at MaxHandshakesPerHost) and takes
+	// its place (Stats.HandshakesEvicted), so a flood of connections that
+	// never send their Request holds a bounded number of sockets and
+	// goroutines, each for less than HandshakeTimeout, and a peer that
+	// sends its Request at once still gets through. Each costs a
+	// socket, a goroutine and a read buffer (about 8 KiB). Zero means
 	// DefaultMaxHandshakes and DefaultMaxHandshakesPerHost; negative, no
 	// limit.
 	MaxHandshakes        int
@@ -165,15 +169,15 @@ type Options struct {
 type Stats struct {
 	Dials             uint64 // connections established by Dial
 	Accepts           uint64 // connections established by ConnRequest.Accept
-	HandshakeFailures uint64 // MPA exchanges that failed (bad frame, timeout, refused option)
+	HandshakeFailures uint64 // MPA exchanges that failed (bad frame, timeout, refused option, evicted)
 	AutoRejects       uint64 // Requests answered with a Reject by the provider (markers, private data)
-	HandshakesRefused uint64 // TCP connections closed at once: MaxHandshakes or MaxHandshakesPerHost in progress
+	HandshakesEvicted uint64 // handshakes in progress closed to make room for a newer one: MaxHandshakes or MaxHandshakesPerHost
 	TerminatesSent    uint64 // Terminates sent on established connections: violations detected here
 	TerminatesRecv    uint64 // Terminates received on established connections
 }
 
 type stats struct {
-	dials, accepts, handshakeFailures, autoRejects, termSent, termRecv, hsRefused atomic.Uint64
+	dials, accepts, handshakeFailures, autoRejects, termSent, termRecv, hsEvicted atomic.Uint64
 }
 
 // Provider is an rdma.Provider speaking iWARP over TCP: MPA (RFC 5044, RFC
@@ -238,7 +242,7 @@ func (p *Provider) Stats() Stats {
 		Accepts:           p.stats.accepts.Load(),
 		HandshakeFailures: p.stats.handshakeFailures.Load(),
 		AutoRejects:       p.stats.autoRejects.Load(),
-		HandshakesRefused: p.stats.hsRefused.Load(),
+		HandshakesEvicted: p.stats.hsEvicted.Load(),
 		TerminatesSent:    p.stats.termSent.Load(),
 		TerminatesRecv:    p.stats.termRecv.Load(),
 	}
@@ -300,7 +304,7 @@ func (p *Provider) Listen(ctx context.Context, addr string) (rdma.Listener, erro
 		ln:      ln,
 		reqs:    make(chan *ConnRequest, listenBacklog),
 		closed:  make(chan struct{}),
-		pending: make(map[net.Conn]struct{}),
+		pending: make(map[net.Conn]pendingHS),
 		perHost: make(map[string]int),
 	}
 	l.wg.Add(1)
