@@ -92,6 +92,9 @@ type Client4 struct {
 	cb        *callbacks
 	backable  atomic.Bool // a connection can carry backward calls
 	cacheHits atomic.Uint64
+	rebinding atomic.Bool    // a BIND_CONN_TO_SESSION is under way
+	rebinds   sync.WaitGroup // it, for Close
+	rebound   atomic.Int32   // how many succeeded
 }
 
 // session4 is one session: its ID, slot table and negotiated channels.
@@ -204,10 +207,15 @@ func (c *Client4) establish(ctx context.Context) error {
 // CREATE_SESSION are sent (RFC 8881 Section 2.10.6.1... they are not
 // sequenced), on the first connection.
 func (c *Client4) plain(ctx context.Context, arg nfs4.ArgOp, res nfs4.ResOp) error {
+	return c.plainOn(ctx, 0, arg, res)
+}
+
+// plainOn is plain on connection i.
+func (c *Client4) plainOn(ctx context.Context, i int, arg nfs4.ArgOp, res nfs4.ResOp) error {
 	var b rpc.Body
 	args := nfs4.CompoundArgs{MinorVersion: nfs4.MinorVersion, Ops: []nfs4.ArgOp{arg}}
 	args.Append(&b)
-	rep, err := c.conns[0].Call(ctx, &rpc.Request{Prog: nfs4.Program, Vers: nfs4.Version, Proc: nfs4.ProcCompound, Cred: c.cred, Args: b})
+	rep, err := c.conns[i].Call(ctx, &rpc.Request{Prog: nfs4.Program, Vers: nfs4.Version, Proc: nfs4.ProcCompound, Cred: c.cred, Args: b})
 	if err != nil {
 		return fmt.Errorf("nfs: %v: %w", arg.Op(), err)
 	}
@@ -361,6 +369,9 @@ func (c *Client4) compoundOnce(ctx context.Context, ops []nfs4.ArgOp, res []nfs4
 		switch st {
 		case nfs4.OK:
 			s.slots.release(sl, slotDone, seqRes.HighestSlotID, seqRes.TargetHighestSlotID, true)
+			if seqRes.StatusFlags&(nfs4.SeqStatusCBPathDown|nfs4.SeqStatusCBPathDownSession) != 0 {
+				c.rebindLater(s)
+			}
 			return false, err
 		case nfs4.ErrSeqMisordered:
 			if again, ok := s.slots.misordered(sl); ok {
@@ -499,6 +510,51 @@ func (c *Client4) recover(ctx context.Context, s *session4, st nfs4.Stat) error 
 	return err
 }
 
+// rebindLater binds the backchannel of session s to a connection again
+// (BIND_CONN_TO_SESSION, RFC 8881 Section 18.34) after the server said
+// its callback path is down, as it is when the connection the backchannel
+// was on was lost: the backchannel is bound explicitly, never by the
+// first SEQUENCE on a new connection. One bind runs at a time, on a
+// goroutine of its own; Close waits for it.
+func (c *Client4) rebindLater(s *session4) {
+	if !c.backable.Load() || s.flags&nfs4.CreateSessionFlagConnBackChan == 0 || c.closed.Load() || !c.rebinding.CompareAndSwap(false, true) {
+		return
+	}
+	c.rebinds.Go(func() {
+		defer c.rebinding.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := c.bindBack(ctx, s, int(c.next.Load())%len(c.conns)); err != nil {
+			if c.cfg.Logger != nil {
+				c.cfg.Logger.Warn("nfs: binding the backchannel again", "err", err)
+			}
+			return
+		}
+		c.rebound.Add(1)
+	})
+}
+
+// bindBack binds session s's backchannel to connection i, with RDMA mode
+// off both ways: Linux's client refuses a server that answers it on
+// (RFC 8881 Section 18.34.3 leaves the mode to the peers). It asks for
+// CDFC4_FORE_OR_BOTH, as Linux's client does: the connection is already
+// bound to the fore channel by the SEQUENCEs sent on it, and a server
+// refuses CDFC4_BACK_OR_BOTH on such a connection with NFS4ERR_INVAL
+// (RFC 8881 Section 18.34.3, last paragraph).
+func (c *Client4) bindBack(ctx context.Context, s *session4, i int) error {
+	var res nfs4.BindConnToSessionRes
+	if err := c.plainOn(ctx, i, &nfs4.BindConnToSessionArgs{SessionID: s.id, Dir: nfs4.CDFC4ForeOrBoth}, &res); err != nil {
+		return err
+	}
+	if res.UseRDMA {
+		return errors.New("nfs: BIND_CONN_TO_SESSION: the server turned RDMA mode on, which was not asked for")
+	}
+	if res.Dir != nfs4.CDFC4Back && res.Dir != nfs4.CDFC4ForeOrBoth {
+		return fmt.Errorf("nfs: BIND_CONN_TO_SESSION bound the connection for %v only", res.Dir)
+	}
+	return nil
+}
+
 // renew sends SEQUENCE alone whenever the session has been idle for a
 // third of the lease, so the server keeps the client's state (RFC 8881
 // Section 8.3).
@@ -622,6 +678,7 @@ func (c *Client4) Close() error {
 	}
 	close(c.stop)
 	<-c.renewDone
+	c.rebinds.Wait()
 	c.cb.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,7 +185,17 @@ func exercise41(t *testing.T, ctx context.Context, c *Client4, tag string) {
 // own processes write the file, knfsd recalls it with CB_RECALL, which
 // the library serves: it returns the delegation, the guest's write
 // completes, and the next read sees the new bytes.
+//
+// With cut, the connection is cut first: the client reconnects, knfsd
+// says the callback path is down, and the client binds the backchannel
+// to the new connection (BIND_CONN_TO_SESSION) before the recall comes.
 func TestLinux41Delegation(t *testing.T) {
+	for _, cut := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cut=%v", cut), func(t *testing.T) { linux41Delegation(t, cut) })
+	}
+}
+
+func linux41Delegation(t *testing.T, cut bool) {
 	addr := lab.Knfsd(t)
 	p, err := iwarp.New(iwarp.Options{FirstSendDelay: iwarp.SiwFirstSendDelay})
 	if err != nil {
@@ -192,13 +203,37 @@ func TestLinux41Delegation(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c, err := Mount4(ctx, Config4{Dial: RDMA(p, addr, &rpcrdma.Config{BackwardCredits: 4}), Cred: &rpc.AuthSysParms{MachineName: "go-rpcrdma-test"}})
+	var mu sync.Mutex
+	var conns []*rpcrdma.Conn
+	dial := func(ctx context.Context) (rpc.Transport, error) {
+		cn, err := rpcrdma.Dial(ctx, p, addr, &rpcrdma.Config{BackwardCredits: 4})
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, cn)
+			mu.Unlock()
+		}
+		return cn, err
+	}
+	c, err := Mount4(ctx, Config4{Dial: dial, Cred: &rpc.AuthSysParms{MachineName: "go-rpcrdma-test"},
+		Reconnect: rpc.ReconnectConfig{MinBackoff: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	if !c.Info().Backchannel {
 		t.Fatal("knfsd did not grant the backchannel on the connection")
+	}
+	if cut {
+		mu.Lock()
+		conns[0].RDMA().Close() // no warning
+		mu.Unlock()
+		for deadline := time.Now().Add(60 * time.Second); c.rebound.Load() == 0 && time.Now().Before(deadline); {
+			c.compound(ctx, nil, nil, callOpts{}) // a SEQUENCE: reconnects, and hears the path is down
+			time.Sleep(200 * time.Millisecond)
+		}
+		if c.rebound.Load() == 0 {
+			t.Fatal("the backchannel was not bound to the new connection")
+		}
 	}
 	name := fmt.Sprintf("deleg41-%d.txt", time.Now().UnixNano())
 	if out, rc := lab.Run(t, "echo hello > /export/"+name, lab.CmdTimeout); rc != 0 {
