@@ -135,6 +135,11 @@ func (f *nfsFlags) dialer(host string, conns *[]*rpcrdma.Conn) (nfs.Dialer, erro
 		return nil, err
 	}
 	cfg := f.tf.config(f.tf.logger())
+	if f.vers != "3" {
+		// Receives for the NFSv4.1 backchannel (RFC 8167), which the
+		// session then asks for: callbacks come on this connection.
+		cfg.BackwardCredits = 4
+	}
 	return func(ctx context.Context) (rpc.Transport, error) {
 		c, err := rpcrdma.Dial(ctx, p, nfsAddr, cfg)
 		if err == nil && conns != nil {

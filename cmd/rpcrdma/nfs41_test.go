@@ -27,7 +27,7 @@ func TestNFSProbe41Knfsd(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%v: exit %d\n%s%s", full, code, out, errOut)
 		}
-		for _, want := range []string{"NFSv4.1 ", "offered", "SESSION v4.1", "slots, requests up to", "server owner", "lease 10s", "max read 1048576"} {
+		for _, want := range []string{"NFSv4.1 ", "offered", "SESSION v4.1", "slots, requests up to", "server owner", "lease 10s", "max read 1048576", map[bool]string{true: "backchannel not asked for", false: "backchannel granted"}[args[0] == "--transport"]} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%v: output lacks %q:\n%s", full, want, out)
 			}
