@@ -2,6 +2,7 @@ package nfs
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"context"
 	"errors"
 	"fmt"
@@ -289,5 +290,89 @@ func linux41Delegation(t *testing.T, cut bool) {
 	}
 	if err := f.Close(ctx); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestLinux41SameAsV3: the same tree in knfsd's export, read through
+// NFSv3 and through NFSv4.1 (both over RDMA, both through Files), gives
+// the same names, types, sizes, modes, link targets and bytes.
+func TestLinux41SameAsV3(t *testing.T) {
+	addr := lab.Knfsd(t)
+	p, err := iwarp.New(iwarp.Options{FirstSendDelay: iwarp.SiwFirstSendDelay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := fmt.Sprintf("same41-%d", time.Now().UnixNano())
+	script := fmt.Sprintf("cd /export && mkdir -p %[1]s/sub/deeper && cd %[1]s && head -c 1500000 /dev/urandom > big && echo small > sub/small && "+
+		"chmod 0640 sub/small && : > empty && ln -s sub/small link && ln -s /nowhere dangling && chmod 0750 sub", dir)
+	if out, rc := lab.Run(t, script, lab.CmdTimeout); rc != 0 {
+		t.Fatalf("making the tree in the guest: %d %s", rc, out)
+	}
+	defer lab.Run(t, "rm -rf /export/"+dir, lab.CmdTimeout)
+	cred := &rpc.AuthSysParms{MachineName: "go-rpcrdma-test"}
+	v3, err := Mount(ctx, MountConfig{MountAddr: lab.MountdAddr, Export: "/export", Dial: RDMA(p, addr, nil), Cred: cred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v3.Close()
+	v41, err := Mount4(ctx, Config4{Dial: RDMA(p, addr, nil), Cred: cred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v41.Close()
+	walk := func(fsys Files) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		var visit func(h Handle, rel string)
+		visit = func(h Handle, rel string) {
+			ents, err := fsys.List(ctx, h)
+			if err != nil {
+				t.Fatalf("%s: listing %s: %v", fsys.Version(), rel, err)
+			}
+			for _, e := range ents {
+				p := rel + "/" + e.Name
+				s := fmt.Sprintf("%v %o size %d", e.Info.Type, e.Info.Perm, e.Info.Size)
+				switch {
+				case e.Info.IsDir():
+					visit(e.Handle, p)
+					s = fmt.Sprintf("%v %o", e.Info.Type, e.Info.Perm) // directory sizes are the server's business
+				case e.Info.IsLink():
+					target, err := fsys.ReadLink(ctx, e.Handle)
+					if err != nil {
+						t.Fatal(err)
+					}
+					s += " -> " + target
+				default:
+					var buf bytes.Buffer
+					if _, err := Download(ctx, fsys, e.Handle, &buf); err != nil {
+						t.Fatalf("%s: reading %s: %v", fsys.Version(), p, err)
+					}
+					s += fmt.Sprintf(" sha256 %x", sha256.Sum256(buf.Bytes()))
+				}
+				out[p] = s
+			}
+		}
+		h, _, err := fsys.LookupPath(ctx, dir)
+		if err != nil {
+			t.Fatalf("%s: %v", fsys.Version(), err)
+		}
+		visit(h, "")
+		return out
+	}
+	a, b := walk(V3Files(v3)), walk(V41Files(v41))
+	if len(a) != 7 {
+		t.Errorf("NFSv3 saw %d files, want 7: %v", len(a), a)
+	}
+	for p, s := range a {
+		if b[p] != s {
+			t.Errorf("%s: NFSv3 %q, NFSv4.1 %q", p, s, b[p])
+		}
+	}
+	for p := range b {
+		if _, ok := a[p]; !ok {
+			t.Errorf("%s: only NFSv4.1 sees it", p)
+		}
 	}
 }
