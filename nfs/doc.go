@@ -36,7 +36,11 @@
 // name. Mount4 is the NFSv4.1 client: a session whose slots give each request
 // exactly-once semantics (RFC 8881 Section 2.10.6), recovery of a lost
 // session or client ID, and the file operations, OPEN and CLOSE through
-// File4. It serves no backchannel and asks for no delegations.
+// File4. Over RPC-over-RDMA with rpcrdma.Config.BackwardCredits set, its
+// backchannel is the connection itself (RFC 8167): it serves CB_SEQUENCE,
+// CB_RECALL and CB_RECALL_ANY, and a file opened with
+// OpenOptions.Delegation reads from its cache while it holds a read
+// delegation (client4_cb.go).
 //
 // Tour: fs.go (the FS interface), localfs.go (LocalFS), handle.go (file
 // handles), perm.go (permission checks), errors.go (errno to status),
