@@ -129,10 +129,8 @@ func noArgs(fs *flag.FlagSet, hint string) error {
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: rpcrdma %s\n\nflags:\n", synopsis)
-		fs.PrintDefaults()
-	}
+	fs.Usage = usageFor(fs, synopsis)
+	fs.Bool("help-all", false, "print every flag with its description")
 	return fs
 }
 
@@ -143,6 +141,10 @@ func parse(fs *flag.FlagSet, args []string) error {
 			return err
 		}
 		return errUsage
+	}
+	if f := fs.Lookup("help-all"); f != nil && f.Value.String() == "true" {
+		printAll(fs)
+		return flag.ErrHelp
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rdma/verbs"
 )
 
 // TestNFSLs: nfs ls looks like ls -l: names left-aligned after the date,
@@ -55,6 +57,27 @@ func TestHumanLS(t *testing.T) {
 	for n, want := range map[uint64]string{0: "0", 1023: "1023", 1024: "1.0K", 1025: "1.1K", 3 << 20: "3.0M", 100 << 20: "100M", 10<<30 + 1: "11G"} {
 		if got := humanLS(n); got != want {
 			t.Errorf("humanLS(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestShortHelp: a subcommand's help is short, with examples and its own
+// flags; the shared ones are named once, verbs ones only in verbs
+// builds; --help-all describes them all.
+func TestShortHelp(t *testing.T) {
+	for _, sub := range [][]string{{"nfs", "cp"}, {"nfs", "ls"}, {"nfs", "bench"}, {"nfs", "probe"}} {
+		_, errOut, code := rpcrdmaCmd(t, 10*time.Second, append(sub, "--help")...)
+		lines := strings.Count(errOut, "\n")
+		if code != 0 || !strings.Contains(errOut, "examples:\n  rpcrdma "+strings.Join(sub, " ")) || !strings.Contains(errOut, "RPC-over-RDMA: --") ||
+			strings.Contains(errOut, "\n  -inline") || (len(sub) == 2 && sub[1] != "bench" && lines > 25) {
+			t.Errorf("%v --help: exit %d, %d lines\n%s", sub, code, lines, errOut)
+		}
+		if !verbs.Available && strings.Contains(errOut, "busy-poll") {
+			t.Errorf("%v --help names verbs flags in a build without verbs", sub)
+		}
+		_, errOut, code = rpcrdmaCmd(t, 10*time.Second, append(sub, "--help-all")...)
+		if code != 0 || !strings.Contains(errOut, "\n  -inline int") || !strings.Contains(errOut, "\n  -timeout") && sub[0] == "nfs" {
+			t.Errorf("%v --help-all: exit %d\n%s", sub, code, errOut)
 		}
 	}
 }
