@@ -132,17 +132,11 @@ func TestInteropRpcbind(t *testing.T) {
 	}
 
 	// GETPORT (version 2) and GETADDR (versions 3 and 4) for rpcbind itself.
-	var args Body
-	for _, v := range []uint32{pmapProg, 2, ipprotoTCP, 0} {
-		args.XDR = xdr.AppendUint32(args.XDR, v)
+	if port, err := GetPort(ctx, addr, pmapProg, 2, IPProtoTCP); port != 111 || err != nil {
+		t.Errorf("GETPORT = %d (%v)", port, err)
 	}
-	rep, err = cli.Call(ctx, &Request{Prog: pmapProg, Vers: 2, Proc: pmapProcGetPort, Args: args})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Reset(rep.Results)
-	if port := d.Uint32(); port != 111 || d.Done() != nil {
-		t.Errorf("GETPORT = %d (%v)", port, d.Err())
+	if port, err := GetPort(ctx, addr, 0x3fffffff, 1, IPProtoTCP); !errors.Is(err, ErrNotRegistered) {
+		t.Errorf("GETPORT of a program nobody registered = %d (%v)", port, err)
 	}
 	for vers := uint32(3); vers <= 4; vers++ {
 		var args Body

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
+	"github.com/go-rpcrdma/rpcrdma/nfs/mount"
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs4"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
@@ -61,6 +64,7 @@ type nfsFlags struct {
 	transport string
 	nfsPort   int
 	mountPort int
+	rpcbind   int // the portmapper's port; 0: not asked
 	export    string
 	uid, gid  uint
 	timeout   time.Duration
@@ -70,8 +74,9 @@ type nfsFlags struct {
 func (f *nfsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.vers, "vers", "3", "NFS version: 3 (with MOUNT), or 4.1 (a session; paths from the server's root)")
 	fs.StringVar(&f.transport, "transport", "rdma", "how NFS travels: rdma (the software iWARP) or tcp; MOUNT always uses TCP (RFC 8267)")
-	fs.IntVar(&f.nfsPort, "nfs-port", 0, "NFS port (default 20049 for rdma, 2049 for tcp)")
-	fs.IntVar(&f.mountPort, "mount-port", 0, "MOUNT port on TCP (default: with --transport tcp the NFS port, else 2049, where rpcrdma nfs serve and willscott/go-nfs serve it; knfsd: mountd's, often 20048)")
+	fs.IntVar(&f.nfsPort, "nfs-port", 0, "NFS port (default: over tcp what the server's portmapper says, else 2049; over rdma 20049, RFC 8267)")
+	fs.IntVar(&f.mountPort, "mount-port", 0, "MOUNT port on TCP (default: what the server's portmapper says, as mount.nfs asks; else with --transport tcp the NFS port, else 2049, where rpcrdma nfs serve serves it)")
+	fs.IntVar(&f.rpcbind, "rpcbind-port", rpc.PortmapPort, "the server's portmapper (rpcbind), asked for the ports not given (RFC 1833); 0: not asked")
 	fs.StringVar(&f.export, "export", "", "the export the path lies in, mounted without asking MOUNT EXPORT for the list (for servers without EXPORT, such as willscott/go-nfs)")
 	fs.UintVar(&f.uid, "uid", 0, "AUTH_SYS uid")
 	fs.UintVar(&f.gid, "gid", 0, "AUTH_SYS gid")
@@ -121,6 +126,36 @@ func (f *nfsFlags) addrs(host string) (nfsAddr, mountAddr string) {
 		}
 	}
 	return net.JoinHostPort(host, strconv.Itoa(port)), net.JoinHostPort(host, strconv.Itoa(mport))
+}
+
+// askPorts fills in the ports not given from host's portmapper (RFC 1833
+// GETPORT), as mount.nfs does: MOUNT version 3 over TCP, and with
+// --transport tcp NFS too (NFS over RDMA has its own port, RFC 8267
+// Section 6.1). A portmapper that does not answer within a few seconds,
+// or knows nothing of the program, leaves the defaults.
+func (f *nfsFlags) askPorts(ctx context.Context, host string) {
+	if f.rpcbind == 0 || f.mountPort != 0 && (f.nfsPort != 0 || f.transport != "tcp") {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	pm := net.JoinHostPort(host, strconv.Itoa(f.rpcbind))
+	if f.transport == "tcp" && f.nfsPort == 0 {
+		vers := uint32(nfs3.Version)
+		if f.vers != "3" {
+			vers = nfs4.Version
+		}
+		if p, err := rpc.GetPort(ctx, pm, nfs3.Program, vers, rpc.IPProtoTCP); err == nil {
+			f.nfsPort = p
+		} else if ctx.Err() != nil {
+			return
+		}
+	}
+	if f.mountPort == 0 && f.vers == "3" {
+		if p, err := rpc.GetPort(ctx, pm, mount.Program, mount.Version, rpc.IPProtoTCP); err == nil {
+			f.mountPort = p
+		}
+	}
 }
 
 // dialer returns how to reach host's NFS service, recording RDMA
@@ -203,6 +238,7 @@ func (f *nfsFlags) mountRemote(ctx context.Context, r remote, conns *[]*rpcrdma.
 	if r.port != 0 {
 		f.nfsPort = r.port
 	}
+	f.askPorts(ctx, r.host)
 	_, mountAddr := f.addrs(r.host)
 	export := f.export
 	if export == "" {

@@ -43,6 +43,7 @@ func (f *nfsFlags) openFiles(ctx context.Context, r remote, conns *[]*rpcrdma.Co
 	if r.port != 0 {
 		f.nfsPort = r.port
 	}
+	f.askPorts(ctx, r.host)
 	dial, err := f.dialer(r.host, conns)
 	if err != nil {
 		return nil, "", nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +26,12 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 	host := fs.Arg(0)
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
+	givenNFS, givenMount := f.nfsPort, f.mountPort
+	f.askPorts(ctx, host)
 	nfsAddr, mountAddr := f.addrs(host)
+	if f.nfsPort != givenNFS || f.mountPort != givenMount {
+		fmt.Fprintf(stdout, "%-24s %10s  MOUNT at %s, NFS at %s\n", "PORTMAPPER "+strconv.Itoa(f.rpcbind), "", mountAddr, nfsAddr)
+	}
 	// Every step is printed, and the probe fails if any did: an export
 	// that does not mount is as much a failure as a server that does not
 	// answer.

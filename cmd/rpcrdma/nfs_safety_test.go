@@ -2,15 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
 // The command never loses or overwrites data by surprise: these tests run
@@ -361,5 +367,40 @@ func TestNFSUsageExit2(t *testing.T) {
 		if _, errOut, code := rpcrdmaCmd(t, 10*time.Second, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2\n%s", args, code, errOut)
 		}
+	}
+}
+
+// TestNFSPortmapper: with no port given, the ports come from the server's
+// portmapper (RFC 1833 GETPORT), as mount.nfs finds them.
+func TestNFSPortmapper(t *testing.T) {
+	s := startNFSServe(t)
+	port, _ := strconv.Atoi(s.tcpPort)
+	srv := rpc.NewServer(nil)
+	srv.Handle(rpc.PortmapProgram, rpc.PortmapVersion, rpc.ProcGetPort, func(_ context.Context, c *rpc.Call) (rpc.Body, error) {
+		d := c.Decoder()
+		prog, vers, prot := d.Uint32(), d.Uint32(), d.Uint32()
+		d.Uint32()
+		answer := uint32(0)
+		if prot == rpc.IPProtoTCP && (prog == 100005 && vers == 3 || prog == 100003 && vers == 3) {
+			answer = uint32(port)
+		}
+		return rpc.Body{XDR: xdr.AppendUint32(nil, answer)}, d.Done()
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.ServeListener(l); close(done) }()
+	defer func() { srv.Close(); <-done }()
+	_, pmPort, _ := net.SplitHostPort(l.Addr().String())
+	os.WriteFile(filepath.Join(s.dir, "f"), []byte("via the portmapper\n"), 0o644)
+	out, errOut, code := rpcrdmaCmd(t, 30*time.Second, "nfs", "cat", "--transport", "tcp", "--rpcbind-port", pmPort, "127.0.0.1:/export/f")
+	if code != 0 || out != "via the portmapper\n" {
+		t.Errorf("cat with ports from the portmapper: exit %d %q %s", code, out, errOut)
+	}
+	out, _, code = rpcrdmaCmd(t, 30*time.Second, "nfs", "probe", "--transport", "tcp", "--rpcbind-port", pmPort, "127.0.0.1")
+	if code != 0 || !strings.Contains(out, "PORTMAPPER "+pmPort) || !strings.Contains(out, "MOUNT at 127.0.0.1:"+s.tcpPort+", NFS at 127.0.0.1:"+s.tcpPort) {
+		t.Errorf("probe with ports from the portmapper: exit %d\n%s", code, out)
 	}
 }
