@@ -59,19 +59,31 @@ const (
 	DefaultServerMemory = 1 << 30
 	// DefaultPullTimeout bounds how long a call's RDMA Reads may take.
 	DefaultPullTimeout = 30 * time.Second
+	// DefaultLogInterval is how often a repeated limit is logged.
+	DefaultLogInterval = 10 * time.Second
 )
 
 // Bounds limit what peers can make a responder hold. The zero value gives
 // every documented default; a negative count or duration means no limit.
 // A requester ignores them.
 type Bounds struct {
-	// MaxConns is the most connections a Listener keeps open; a request
-	// beyond it is rejected before anything is allocated for it
+	// MaxConns is the most connections a Listener keeps open. Each open
+	// connection holds its receive and send rings (with the defaults,
+	// DefaultCredits+2 receives and as many sends of DefaultInlineSize
+	// bytes, about 1 MiB registered, of which only the pages messages
+	// have used are resident; SharedReceives shares the receives), a few
+	// goroutines and, over iWARP, a socket. A request
+	// beyond it closes a connection to make room, before anything is
+	// allocated for it: the oldest connection that has not sent its first
+	// message (EvictHandshake), else the least recently active one with no
+	// call in flight (EvictIdle). A connection with a call in flight is
+	// never closed; when every one has, the request is rejected
 	// (LimitMaxConns). Default DefaultMaxConns.
 	MaxConns int
 	// MaxConnsPerAddr is the most connections open from one remote host
-	// (the address without its port); LimitMaxConnsPerAddr. Default
-	// DefaultMaxConnsPerAddr.
+	// (the address without its port); a request beyond it makes room
+	// among that host's connections as at MaxConns, or is rejected
+	// (LimitMaxConnsPerAddr). Default DefaultMaxConnsPerAddr.
 	MaxConnsPerAddr int
 
 	// HandshakeTimeout bounds the time from a connection request until
@@ -116,6 +128,13 @@ type Bounds struct {
 	// each connection Grant.Max receives of its own.
 	SharedReceives int
 
+	// LogInterval is how often a repeated limit is logged: the first
+	// time a limit acts on a remote host it is logged at once, then once
+	// per LogInterval with the count, per Reason and host, and at most a
+	// few lines a second in all. Negative logs every one. Default
+	// DefaultLogInterval.
+	LogInterval time.Duration
+
 	// ArgLimit, if set, tells how many bytes of read chunks (DDP-eligible
 	// arguments, RFC 8166 section 3.4.5) a procedure accepts: a call
 	// whose data chunks add up to more is refused with ERR_CHUNK
@@ -143,6 +162,7 @@ func (b *Bounds) handshakeTimeout() time.Duration {
 }
 func (b *Bounds) idleTimeout() time.Duration { return orDefault(b.IdleTimeout, DefaultIdleTimeout) }
 func (b *Bounds) pullTimeout() time.Duration { return orDefault(b.PullTimeout, DefaultPullTimeout) }
+func (b *Bounds) logInterval() time.Duration { return orDefault(b.LogInterval, DefaultLogInterval) }
 func (b *Bounds) callMemory() int64          { return orDefault(b.CallMemory, DefaultCallMemory) }
 func (b *Bounds) connMemory() int64          { return orDefault(b.ConnMemory, DefaultConnMemory) }
 func (b *Bounds) serverMemory() int64        { return orDefault(b.ServerMemory, DefaultServerMemory) }
@@ -274,47 +294,11 @@ func (b *budget) inUse() int64 {
 	return b.used
 }
 
-// hostOf returns the host part of a, or all of it when it has no port
-// (the loopback provider's names).
-func hostOf(a net.Addr) string {
-	s := a.String()
-	if h, _, err := net.SplitHostPort(s); err == nil {
-		return h
-	}
-	return s
-}
-
-// admit counts a new connection from host, or reports which limit it
-// would break.
-func (l *Listener) admit(host string) (Reason, bool) {
-	b := &l.cfg.Bounds
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if m := b.maxConns(); m > 0 && l.conns >= m {
-		return LimitMaxConns, false
-	}
-	if m := b.maxConnsPerAddr(); m > 0 && l.perHost[host] >= m {
-		return LimitMaxConnsPerAddr, false
-	}
-	l.conns++
-	l.perHost[host]++
-	return 0, true
-}
-
-// leave uncounts a connection from host that admit counted.
-func (l *Listener) leave(host string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.conns--
-	if l.perHost[host]--; l.perHost[host] <= 0 {
-		delete(l.perHost, host)
-	}
-}
-
-// limit counts and logs a limit acting on the peer at remote.
+// limit counts and logs a limit acting on the peer at remote; the log
+// says a repeated one once per Bounds.LogInterval (limitlog.go).
 func (l *Listener) limit(r Reason, remote net.Addr) {
 	l.reasons[r].Add(1)
-	l.log.Info("rpcrdma: limit reached", "reason", r.String(), "remote", remote)
+	l.limitLog.event(r, remote)
 }
 
 // ListenerStats are a Listener's figures at one moment.
@@ -324,7 +308,9 @@ type ListenerStats struct {
 	Registered int64 // bytes registered now by its open connections: rings, pulled chunks, replies
 	// Limits counts, by Reason, the limits of Bounds that acted on the
 	// Listener's requests and connections; only the IsLimit reasons and
-	// RejectTooLarge are counted here.
+	// RejectTooLarge are counted here. EvictHandshake includes the
+	// handshakes the provider closed before they reached the Listener
+	// (iwarp's MPA handshakes).
 	Limits [NumReasons]uint64
 }
 
@@ -339,6 +325,9 @@ func (l *Listener) Stats() ListenerStats {
 	s.Registered = l.registered.Load()
 	for r := range l.reasons {
 		s.Limits[r] = l.reasons[r].Load()
+	}
+	if e, ok := l.l.(handshakeEvicter); ok {
+		s.Limits[EvictHandshake] += e.HandshakesEvicted()
 	}
 	return s
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -64,9 +63,8 @@ type Listener struct {
 	log *slog.Logger
 	mem *budget // Bounds.ServerMemory
 
-	mu      sync.Mutex
-	conns   int            // open connections accepted here
-	perHost map[string]int // open connections by remote host
+	admission           // its connections, counted and listed for eviction (admission.go)
+	limitLog  *limitLog // how the limits that act are logged (limitlog.go)
 
 	reasons    [NumReasons]atomic.Uint64 // the limits that acted, here and on the connections
 	registered atomic.Int64              // bytes registered by the open connections and the pool
@@ -89,11 +87,12 @@ func Listen(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Li
 		return nil, fmt.Errorf("rpcrdma: listening on %s: %w", addr, err)
 	}
 	ln := &Listener{
-		l:       l,
-		cfg:     *cfg,
-		log:     cfg.logger(),
-		mem:     newBudget(cfg.Bounds.serverMemory()),
-		perHost: make(map[string]int),
+		l:         l,
+		cfg:       *cfg,
+		log:       cfg.logger(),
+		mem:       newBudget(cfg.Bounds.serverMemory()),
+		admission: admission{perHost: make(map[string]*hostConns)},
+		limitLog:  newLimitLog(cfg.logger(), cfg.Bounds.logInterval()),
 	}
 	if cfg.Bounds.SharedReceives > 0 {
 		if ln.pool, err = newSharedPool(ln, p); err != nil {
@@ -108,9 +107,11 @@ func Listen(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Li
 func (l *Listener) Addr() net.Addr { return l.l.Addr() }
 
 // Close stops listening; established connections carry on (a shared
-// receive pool is closed with the last of them).
+// receive pool is closed with the last of them). The counts of limits
+// not yet logged are logged.
 func (l *Listener) Close() error {
 	err := l.l.Close()
+	l.limitLog.close()
 	if l.pool != nil {
 		l.pool.listenerClosed()
 	}
@@ -120,22 +121,26 @@ func (l *Listener) Close() error {
 // Accept waits for the next requester and returns the responder side of
 // its connection. The requester's private data decides the inline sizes
 // and whether replies may use Send With Invalidate. A request beyond
-// Bounds.MaxConns or Bounds.MaxConnsPerAddr is rejected, and one whose
-// acceptance takes longer than Bounds.HandshakeTimeout abandoned, before
-// Accept waits for the next.
+// Bounds.MaxConns or Bounds.MaxConnsPerAddr closes a connection to make
+// room (admission.go), or is rejected when every connection it competes
+// with has a call in flight; one whose acceptance takes longer than
+// Bounds.HandshakeTimeout is abandoned, before Accept waits for the next.
 func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	for {
 		req, err := l.l.Accept(ctx)
 		if err != nil {
 			return nil, err
 		}
-		host := hostOf(req.RemoteAddr())
-		if r, ok := l.admit(host); !ok {
+		a, victim, r := l.admit(hostOf(req.RemoteAddr()))
+		if a == nil {
 			l.limit(r, req.RemoteAddr())
 			req.Reject(nil)
 			continue
 		}
-		c, err := l.accept(ctx, req, host)
+		if victim != nil {
+			l.evict(victim, r)
+		}
+		c, err := l.accept(ctx, req, a)
 		if err == nil {
 			return c, nil
 		}
@@ -147,7 +152,7 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	}
 }
 
-func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string) (*Conn, error) {
+func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, a *admitted) (*Conn, error) {
 	c := newConn(l.cfg, wire.Version1, wire.Version2)
 	c.ln = l
 	r := newResponder(c)
@@ -166,7 +171,7 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 	r.onEnd = func() {
 		r.stopWatch()
 		l.registered.Add(-c.ringBytes()) // Close releases them
-		l.leave(host)
+		l.leave(a)
 	}
 	if l.pool != nil {
 		r.onClosed = func() { l.pool.detach(c.rc, r.allot.Swap(0)) }
@@ -217,6 +222,7 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, host string
 	c.rc = rc
 	c.start()
 	r.watch()
+	l.enlist(a, r)
 	return c, nil
 }
 

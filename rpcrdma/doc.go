@@ -52,12 +52,16 @@
 // # Bounds
 //
 // A responder is bounded whatever its peers do: Config.Bounds limits
-// connections (in all and per host), idle and silent ones, the memory a
+// connections (in all and per host; at a limit a new one makes room by
+// closing the oldest that has not sent its first message, else the least
+// recently active without a call in flight, and is refused only when
+// every connection is busy), idle and silent ones, the memory a
 // call, a connection and a Listener may make it hold (reserved before any
 // allocation or RDMA Read), how long RDMA Reads may stall, and, through
 // Bounds.ArgLimit, the read chunks each procedure takes. Bounds.SharedReceives
 // has a Listener's connections receive from one shared pool. Each limit
-// that acts is logged with the peer's address and counted by Reason.
+// that acts is counted by Reason and logged with the peer's address, a
+// repeated one once per Bounds.LogInterval with its count.
 //
 // docs/rpcrdma-internals.md in the repository describes the short path
 // and the bounds in full, compares the bounds with Linux's svcrdma, and

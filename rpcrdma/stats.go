@@ -104,7 +104,8 @@ const (
 )
 
 // Limits: a connection refused or closed, by a responder, for one of
-// Config.Bounds. Each is logged with the peer's address at Info level.
+// Config.Bounds. Each is logged at Info level with the peer's address, a
+// repeated one once per Bounds.LogInterval with its count (limitlog.go).
 const (
 	LimitMaxConns         Reason = firstLimit + iota // a connection request refused: Bounds.MaxConns open already
 	LimitMaxConnsPerAddr                             // a connection request refused: Bounds.MaxConnsPerAddr open from its host already
@@ -112,6 +113,8 @@ const (
 	LimitIdle                                        // closed: no call for Bounds.IdleTimeout
 	LimitPullTimeout                                 // closed: a call's RDMA Reads not done within Bounds.PullTimeout
 	LimitReceives                                    // a connection request refused: the shared receive pool has no receive left to promise
+	EvictHandshake                                   // closed to make room for a request at MaxConns or MaxConnsPerAddr: the oldest not through its handshake
+	EvictIdle                                        // closed to make room for a request at MaxConns or MaxConnsPerAddr: the least recently active without a call in flight
 	NumReasons                                       // the number of Reasons
 )
 
@@ -144,6 +147,8 @@ var reasonNames = [NumReasons]string{
 	LimitIdle:             "limit_idle",
 	LimitPullTimeout:      "limit_pull_timeout",
 	LimitReceives:         "limit_receives",
+	EvictHandshake:        "limit_evict_handshake",
+	EvictIdle:             "limit_evict_idle",
 }
 
 // String returns the reason's stable name, such as "credit_overrun".

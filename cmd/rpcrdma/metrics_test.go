@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"regexp"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/loopback"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
@@ -318,11 +316,14 @@ func TestMetricsListenerLimits(t *testing.T) {
 	if err := cli.Null(ctx, prog, 1); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := rpcrdma.Dial(ctx, p, l.Addr().String(), nil); !errors.Is(err, rdma.ErrRejected) {
-		if c != nil {
-			c.Close()
-		}
-		t.Fatalf("a second connection with MaxConns 1: %v, want a rejection", err)
+	// At MaxConns the idle first connection is closed to make room.
+	c2, err := rpcrdma.Dial(ctx, p, l.Addr().String(), nil)
+	if err != nil {
+		t.Fatalf("a second connection with MaxConns 1: %v", err)
+	}
+	defer c2.Close()
+	if err := cli.Null(ctx, prog, 1); err == nil {
+		t.Fatal("the idle first connection was not closed to make room")
 	}
 	rec := httptest.NewRecorder()
 	m.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -333,7 +334,7 @@ func TestMetricsListenerLimits(t *testing.T) {
 	}
 	for r := range rpcrdma.NumReasons {
 		want := 0.0
-		if r == rpcrdma.LimitMaxConns {
+		if r == rpcrdma.EvictIdle {
 			want = 1
 		}
 		if v, ok := limits[r.String()]; r.IsLimit() && (!ok || v != want) {

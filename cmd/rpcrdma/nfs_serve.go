@@ -225,10 +225,15 @@ func serveNFSRDMA(l *rpcrdma.Listener, rs *rpc.Server, m *serverMetrics, log *sl
 
 // logNFSClosed logs the end of a connection that lasted d, at Info level:
 // closed by the peer, by the server, or refused for what the peer sent
-// (HTTP, or records no RPC peer sends), with the error if it failed.
+// (HTTP, or records no RPC peer sends), with the error if it failed. One
+// closed by a limit of rpcrdma.Bounds (evicted to make room, idle, silent)
+// is logged at Debug level: the Listener logs those, a repeated one once
+// per Bounds.LogInterval, so that a flood does not flood the log.
 func logNFSClosed(log *slog.Logger, transport string, remote net.Addr, d time.Duration, err error) {
 	attrs := []slog.Attr{slog.String("transport", transport), slog.Any("remote", remote), slog.Duration("duration", d.Round(time.Millisecond))}
 	switch {
+	case errors.Is(err, rpcrdma.ErrLimit):
+		log.LogAttrs(context.Background(), slog.LevelDebug, "nfs: connection closed by a limit", append(attrs, slog.Any("err", err))...)
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, rdma.ErrDisconnected):
 		log.LogAttrs(context.Background(), slog.LevelInfo, "nfs: connection closed by the peer", attrs...)
 	case errors.Is(err, rpc.ErrServerClosed), errors.Is(err, rdma.ErrClosed):

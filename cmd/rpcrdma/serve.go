@@ -108,10 +108,14 @@ flags:
 }
 
 // logClosed logs the end of a connection: at Debug level when the peer
-// disconnected or the server closed it, which is how connections end, and
-// at Warn level with the error when it failed.
+// disconnected, the server closed it, or a limit of rpcrdma.Bounds did
+// (the Listener logs those, a repeated one once per Bounds.LogInterval),
+// which is how connections end, and at Warn level with the error when it
+// failed.
 func logClosed(log *slog.Logger, remote net.Addr, err error) {
 	switch {
+	case errors.Is(err, rpcrdma.ErrLimit):
+		log.Debug("connection closed by a limit", "remote", remote, "err", err)
 	case err == nil, errors.Is(err, rdma.ErrDisconnected):
 		log.Debug("connection closed by the peer", "remote", remote)
 	case errors.Is(err, rdma.ErrClosed), errors.Is(err, rpc.ErrServerClosed):
