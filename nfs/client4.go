@@ -355,7 +355,7 @@ func (c *Client4) compoundOnce(ctx context.Context, ops []nfs4.ArgOp, res []nfs4
 		return false, err
 	}
 	for {
-		seq := nfs4.SequenceArgs{SessionID: s.id, SequenceID: sl.seq, SlotID: sl.id, HighestSlotID: sl.highest}
+		seq := nfs4.SequenceArgs{SessionID: s.id, SequenceID: sl.seq, SlotID: sl.id, HighestSlotID: sl.highest, CacheThis: cacheThis(ops)}
 		var seqRes nfs4.SequenceRes
 		err := c.send(ctx, &seq, &seqRes, ops, res, o)
 		var st nfs4.Stat
@@ -368,11 +368,21 @@ func (c *Client4) compoundOnce(ctx context.Context, ops []nfs4.ArgOp, res []nfs4
 		}
 		switch st {
 		case nfs4.OK:
+			if seqRes.SessionID != s.id || seqRes.SlotID != sl.id || seqRes.SequenceID != sl.seq {
+				// Not this request's reply: the session is out of step, and
+				// nothing in it can be trusted (RFC 8881 Section 18.46.3).
+				s.slots.release(sl, slotInterrupted, 0, 0, false)
+				return false, fmt.Errorf("nfs: SEQUENCE of slot %d sequence %d answered for slot %d sequence %d of another session or request",
+					sl.id, sl.seq, seqRes.SlotID, seqRes.SequenceID)
+			}
 			s.slots.release(sl, slotDone, seqRes.HighestSlotID, seqRes.TargetHighestSlotID, true)
 			if seqRes.StatusFlags&(nfs4.SeqStatusCBPathDown|nfs4.SeqStatusCBPathDownSession) != 0 {
 				c.rebindLater(s)
 			}
-			return false, err
+			// A retry whose first reply the server did not keep (the
+			// request asked for no caching, being idempotent): run it
+			// anew on a fresh sequence ID (RFC 8881 Section 2.10.6.1.3).
+			return errors.Is(err, nfs4.ErrRetryUncachedRep) && !cacheThis(ops), err
 		case nfs4.ErrSeqMisordered:
 			if again, ok := s.slots.misordered(sl); ok {
 				sl = again
@@ -383,6 +393,11 @@ func (c *Client4) compoundOnce(ctx context.Context, ops []nfs4.ArgOp, res []nfs4
 		case nfs4.ErrDelay:
 			s.slots.release(sl, slotNotSeen, 0, 0, false)
 			return true, err
+		case nfs4.ErrRetryUncachedRep:
+			// The server saw this sequence ID but kept no reply: the
+			// slot moves on, and an idempotent request runs anew.
+			s.slots.release(sl, slotDone, 0, 0, false)
+			return !cacheThis(ops), err
 		case nfs4.ErrBadSession, nfs4.ErrDeadSession, nfs4.ErrStaleClientID, nfs4.ErrBadSlot:
 			s.slots.release(sl, slotNotSeen, 0, 0, false)
 			if rerr := c.recover(ctx, s, st); rerr != nil {
@@ -394,6 +409,22 @@ func (c *Client4) compoundOnce(ctx context.Context, ops []nfs4.ArgOp, res []nfs4
 			return false, err
 		}
 	}
+}
+
+// cacheThis reports whether a COMPOUND of ops must have its reply kept
+// by the server's reply cache (sa_cachethis): it changes something, so a
+// retry must be answered from the cache, never run again (RFC 8881
+// Section 2.10.6.1.3). Reading operations may run twice; a retry of one
+// whose reply was not kept is sent again as a new request.
+func cacheThis(ops []nfs4.ArgOp) bool {
+	for _, o := range ops {
+		switch o.Op() {
+		case nfs4.OpCreate, nfs4.OpRemove, nfs4.OpRename, nfs4.OpLink, nfs4.OpOpen, nfs4.OpClose, nfs4.OpSetattr,
+			nfs4.OpWrite, nfs4.OpDelegReturn, nfs4.OpReclaimComplete, nfs4.OpFreeStateID:
+			return true
+		}
+	}
+	return false
 }
 
 // send makes the call and decodes its results; an error is an *Error4

@@ -3,6 +3,7 @@ package nfs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -33,6 +34,8 @@ type fake4 struct {
 	exchanges int
 	target    uint32 // sr_target_highest_slotid
 	reclaimed bool
+	lieSlot   bool // answer SEQUENCE naming another slot
+	made      map[string]bool
 }
 
 type fakeSlot struct {
@@ -43,7 +46,7 @@ type fakeSlot struct {
 var fakeRoot = nfs4.FileHandle("root-handle")
 
 func newFake4(slots int) *fake4 {
-	return &fake4{slots: slots, cache: map[uint32]fakeSlot{}, runs: map[[2]uint32]int{}, target: uint32(slots - 1)}
+	return &fake4{slots: slots, cache: map[uint32]fakeSlot{}, runs: map[[2]uint32]int{}, target: uint32(slots - 1), made: map[string]bool{}}
 }
 
 func (f *fake4) handle(_ context.Context, c *rpc.Call) (rpc.Body, error) {
@@ -103,6 +106,10 @@ func (f *fake4) handle(_ context.Context, c *rpc.Call) (rpc.Body, error) {
 				s := f.cache[a.SlotID]
 				switch a.SequenceID {
 				case s.seq: // a retry: the cached reply, not run again
+					if s.reply == nil { // like knfsd, only what sa_cachethis asked for is kept
+						r = &nfs4.SequenceRes{Status: nfs4.ErrRetryUncachedRep}
+						break
+					}
 					return rpc.Body{XDR: s.reply}, nil
 				case s.seq + 1:
 				default:
@@ -112,6 +119,9 @@ func (f *fake4) handle(_ context.Context, c *rpc.Call) (rpc.Body, error) {
 					f.runs[[2]uint32{a.SlotID, a.SequenceID}]++
 					r = &nfs4.SequenceRes{SessionID: a.SessionID, SequenceID: a.SequenceID, SlotID: a.SlotID,
 						HighestSlotID: uint32(f.slots - 1), TargetHighestSlotID: f.target}
+					if f.lieSlot {
+						r.(*nfs4.SequenceRes).SlotID++
+					}
 				}
 			}
 		case *nfs4.ReclaimCompleteArgs:
@@ -130,6 +140,17 @@ func (f *fake4) handle(_ context.Context, c *rpc.Call) (rpc.Body, error) {
 			at := nfs4.Attr{Mask: nfs4.BitmapOf(nfs4.AttrType, nfs4.AttrLeaseTime, nfs4.AttrMaxRead, nfs4.AttrMaxWrite),
 				Type: nfs4.TypeDir, LeaseTime: 90, MaxRead: 1 << 20, MaxWrite: 1 << 20}
 			r = &nfs4.GetattrRes{Attr: at}
+		case *nfs4.CreateArgs:
+			if f.made[a.Name] {
+				r = &nfs4.CreateRes{Status: nfs4.ErrExist}
+				break
+			}
+			f.made[a.Name] = true
+			fh = nfs4.FileHandle("made-" + a.Name)
+			r = &nfs4.CreateRes{}
+		case *nfs4.PutFHArgs:
+			fh = a.FH
+			r = &nfs4.PutFHRes{}
 		case *nfs4.DestroySessionArgs:
 			r = &nfs4.DestroySessionRes{}
 		case *nfs4.DestroyClientIDArgs:
@@ -146,7 +167,11 @@ func (f *fake4) handle(_ context.Context, c *rpc.Call) (rpc.Body, error) {
 	var b rpc.Body
 	res.Append(&b)
 	if sa, ok := args.Ops[0].(*nfs4.SequenceArgs); ok && res.Ops[0].OpStatus() == nfs4.OK {
-		f.cache[sa.SlotID] = fakeSlot{seq: sa.SequenceID, reply: append([]byte(nil), b.XDR...)}
+		fs := fakeSlot{seq: sa.SequenceID}
+		if sa.CacheThis {
+			fs.reply = append([]byte(nil), b.XDR...)
+		}
+		f.cache[sa.SlotID] = fs
 	}
 	return b, nil
 }
@@ -276,6 +301,42 @@ func TestCompound4ExactlyOnce(t *testing.T) {
 	}
 }
 
+// TestCompound4NonIdempotent: CREATEs whose replies are lost with their
+// connection are answered from the reply cache (sa_cachethis), never run
+// twice, which would fail with NFS4ERR_EXIST; idempotent calls whose
+// replies were not kept are sent anew.
+func TestCompound4NonIdempotent(t *testing.T) {
+	f := newFake4(4)
+	addr, drops := startFake4(t, f)
+	c := mountFake(t, addr, 2)
+	ctx := ctxT(t)
+	drops.Store(4)
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 20 {
+		wg.Go(func() {
+			_, err := c.Mkdir(ctx, fakeRoot, fmt.Sprintf("d%d", i), nfs4.SetAttr{})
+			errs <- err
+		})
+		wg.Go(func() { errs <- c.compound(ctx, nil, nil, callOpts{}) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if drops.Load() != 0 {
+		t.Fatalf("%d connection cuts left: the test cut nothing", drops.Load())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.made) != 20 {
+		t.Errorf("%d directories made, want 20", len(f.made))
+	}
+}
+
 // TestCompound4Recovery: a lost session is created again, a lost client
 // ID exchanged again, and the request goes through.
 func TestCompound4Recovery(t *testing.T) {
@@ -351,5 +412,21 @@ func TestCheckResults(t *testing.T) {
 	var e *Error4
 	if err := checkResults(args, nfs4.CompoundRes{Status: nfs4.ErrBadSession, Ops: []nfs4.ResOp{&nfs4.SequenceRes{Status: nfs4.ErrBadSession}}}); !errors.As(err, &e) || !errors.Is(err, nfs4.ErrBadSession) {
 		t.Errorf("a failed SEQUENCE is not an *Error4 matching the status: %v", err)
+	}
+}
+
+// TestCompound4WrongSequenceReply: a SEQUENCE result for another slot or
+// sequence ID is an error naming both, not a success.
+func TestCompound4WrongSequenceReply(t *testing.T) {
+	f := newFake4(4)
+	addr, _ := startFake4(t, f)
+	c := mountFake(t, addr, 1)
+	ctx := ctxT(t)
+	f.mu.Lock()
+	f.lieSlot = true
+	f.mu.Unlock()
+	err := c.compound(ctx, nil, nil, callOpts{})
+	if err == nil || !strings.Contains(err.Error(), "answered for slot") {
+		t.Errorf("a SEQUENCE answered for another slot: %v", err)
 	}
 }

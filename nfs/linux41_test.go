@@ -42,7 +42,7 @@ func TestLinux41(t *testing.T) {
 					return c, err
 				}
 			}
-			c, err := Mount4(ctx, Config4{Dial: dial, Conns: 2, Cred: &rpc.AuthSysParms{MachineName: "go-rpcrdma-test"}})
+			c, err := Mount4(ctx, Config4{Dial: dial, Conns: 4, Cred: &rpc.AuthSysParms{MachineName: "go-rpcrdma-test"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,6 +54,9 @@ func TestLinux41(t *testing.T) {
 				t.Errorf("max read %d, write %d: want 1 MiB", in.MaxRead, in.MaxWrite)
 			}
 			exercise41(t, ctx, c, tr)
+			if tr == "rdma" && len(conns) < 4 {
+				t.Errorf("%d RDMA connections in the session, want 4", len(conns))
+			}
 			if tr == "rdma" {
 				var s rpcrdma.StatsSnapshot
 				for _, cn := range conns {
@@ -225,9 +228,34 @@ func linux41Delegation(t *testing.T, cut bool) {
 		t.Fatal("knfsd did not grant the backchannel on the connection")
 	}
 	if cut {
+		// Non-idempotent calls in flight while the connection is cut:
+		// each is sent again on the same slot and sequence ID, so knfsd
+		// answers a retry from its reply cache and none fails with
+		// NFS4ERR_EXIST, as a second run of its CREATE would.
+		base := fmt.Sprintf("cut41-%d", time.Now().UnixNano())
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for i := range 16 {
+			wg.Go(func() {
+				_, err := c.Mkdir(ctx, c.Root(), fmt.Sprintf("%s-%d", base, i), nfs4.SetAttr{})
+				errs <- err
+			})
+		}
+		time.Sleep(5 * time.Millisecond)
 		mu.Lock()
 		conns[0].RDMA().Close() // no warning
 		mu.Unlock()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("CREATE across the cut: %v", err)
+			}
+		}
+		defer lab.Run(t, "rmdir /export/"+base+"-*", lab.CmdTimeout)
+		if st := c.conns[0].Stats(); st.Retransmits == 0 {
+			t.Logf("no call was in flight at the cut (client stats %+v)", st)
+		}
 		for deadline := time.Now().Add(60 * time.Second); c.rebound.Load() == 0 && time.Now().Before(deadline); {
 			c.compound(ctx, nil, nil, callOpts{}) // a SEQUENCE: reconnects, and hears the path is down
 			time.Sleep(200 * time.Millisecond)
