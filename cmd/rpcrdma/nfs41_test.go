@@ -90,7 +90,49 @@ func TestNFSFiles41Knfsd(t *testing.T) {
 	if f.Jobs[1].RPCRDMA["write_chunks"].(float64) < float64(f.Jobs[1].Read.TotalIOs) {
 		t.Errorf("READs did not land in write chunks: %v", f.Jobs[1].RPCRDMA)
 	}
-	if out, _ := run("ls", "127.0.0.1:/"); strings.Contains(out, "rpcrdma-bench-") {
-		t.Errorf("bench left its file:\n%s", out)
+	// Its own file, named in the report, is gone (other tests' benches
+	// may run in the same export at the same time).
+	var head struct{ RPCRDMA struct{ File string } }
+	json.Unmarshal([]byte(out), &head)
+	benchFile := head.RPCRDMA.File
+	if out, _ := run("ls", "127.0.0.1:/"); benchFile == "" || strings.Contains(out, " "+benchFile+"\n") {
+		t.Errorf("bench left its file %q:\n%s", benchFile, out)
+	}
+}
+
+// TestNFSProbeJSON: probe --json gives every step and the session's
+// parameters as one JSON object, and exits as the text form does.
+func TestNFSProbeJSON(t *testing.T) {
+	s := startNFSServe(t)
+	out, errOut, code := s.nfsRun(t, "probe", "--json", "127.0.0.1")
+	var rep struct {
+		Host  string
+		Steps []struct {
+			Step, Result, Error string
+			Micros              int64
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Host != "127.0.0.1" || len(rep.Steps) < 8 {
+		t.Fatalf("probe --json: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, st := range rep.Steps {
+		if st.Step == "" || st.Error != "" || st.Result == "" {
+			t.Errorf("step %+v", st)
+		}
+	}
+	if strings.Contains(out, "MOUNT NULL (tcp)  ") {
+		t.Error("probe --json printed the text form too")
+	}
+	lab.Require(t)
+	out, errOut, code = rpcrdmaCmd(t, 90*time.Second, "nfs", "probe", "--json", "--vers", "4.1", "--first-send-delay", "50ms", "127.0.0.1")
+	var rep41 struct {
+		Session41 struct {
+			Slots       int
+			Backchannel bool
+			MaxRead     int `json:"max_read"`
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep41) != nil || rep41.Session41.Slots == 0 || !rep41.Session41.Backchannel || rep41.Session41.MaxRead != 1<<20 {
+		t.Errorf("probe --json --vers 4.1 against knfsd: exit %d %+v\n%s%s", code, rep41, out, errOut)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,10 +21,22 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("nfs probe", "nfs probe [flags] HOST", stderr)
 	var f nfsFlags
 	f.register(fs)
+	jsonOut := fs.Bool("json", false, "print one JSON object: every step with its time, result or error, and what the transport and the session negotiated")
 	if err := f.parse(fs, args, 1); err != nil {
 		return err
 	}
 	host := fs.Arg(0)
+	rep := probeReport{Host: host, Transport: f.transport, Version: f.vers}
+	text, out := stdout, stdout
+	if *jsonOut {
+		text = io.Discard
+		defer func() {
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			enc.Encode(&rep)
+		}()
+	}
+	stdout = text
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	givenNFS, givenMount := f.nfsPort, f.mountPort
@@ -40,9 +53,12 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 		start := time.Now()
 		s, err := fn()
 		d := time.Since(start)
+		step := probeStep{Step: strings.TrimSpace(what), Micros: d.Microseconds(), Result: s}
+		defer func() { rep.Steps = append(rep.Steps, step) }()
 		if err != nil {
 			fmt.Fprintf(stdout, "%-24s %10s  error: %v\n", what, d.Round(time.Microsecond), err)
 			failed = append(failed, strings.TrimSpace(what))
+			step.Error = err.Error()
 			return err
 		}
 		fmt.Fprintf(stdout, "%-24s %10s  %s\n", what, d.Round(time.Microsecond), s)
@@ -99,12 +115,14 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(conns) > 0 {
 		in := conns[0].Info()
+		rep.RPCRDMA = &probeRDMA{Version: int(in.Version), SendInline: in.SendInline, RecvInline: in.RecvInline, Credits: in.Credits,
+			RemoteInvalidation: in.RemoteInvalidation, PeerPrivateData: in.PeerPrivateData}
 		fmt.Fprintf(stdout, "rpc-over-rdma: version %d, inline send %d receive %d, credits %d, remote invalidation %v, peer private data %v\n",
 			in.Version, in.SendInline, in.RecvInline, in.Credits, in.RemoteInvalidation, in.PeerPrivateData)
 	}
 	cred, _ := f.cred().Cred()
 	if v4 {
-		f.probe41(ctx, timed, rc, dial, cred, !v3)
+		rep.Session = sessionOf(f.probe41(ctx, timed, rc, dial, cred, !v3))
 	}
 	if !v3 {
 		return result()
@@ -183,7 +201,7 @@ func (f *nfsFlags) probeExports(ctx context.Context, timed probeTimer, rc *rpc.C
 // probe41 asks which NFSv4 minor versions the server speaks and, if 4.1
 // is one, sets up a session and prints what it negotiated; with must, a
 // failure is the probe's.
-func (f *nfsFlags) probe41(ctx context.Context, timed probeTimer, rc *rpc.Client, dial nfs.Dialer, cred rpc.OpaqueAuth, must bool) {
+func (f *nfsFlags) probe41(ctx context.Context, timed probeTimer, rc *rpc.Client, dial nfs.Dialer, cred rpc.OpaqueAuth, must bool) *nfs.Info4 {
 	has41 := false
 	for minor := range uint32(3) {
 		timed(fmt.Sprintf("NFSv4.%d", minor), func() (string, error) {
@@ -196,8 +214,9 @@ func (f *nfsFlags) probe41(ctx context.Context, timed probeTimer, rc *rpc.Client
 		})
 	}
 	if !has41 && !must {
-		return
+		return nil
 	}
+	var info *nfs.Info4
 	timed("SESSION v4.1", func() (string, error) {
 		c, err := nfs.Mount4(ctx, nfs.Config4{Dial: dial, Cred: f.cred(), Reconnect: rpc.ReconnectConfig{Attempts: 3}})
 		if err != nil {
@@ -205,6 +224,7 @@ func (f *nfsFlags) probe41(ctx context.Context, timed probeTimer, rc *rpc.Client
 		}
 		defer c.Close()
 		in := c.Info()
+		info = &in
 		rdmaIRD := "none"
 		if in.Fore.HasRDMAIRD {
 			rdmaIRD = fmt.Sprint(in.Fore.RDMAIRD)
@@ -223,6 +243,68 @@ func (f *nfsFlags) probe41(ctx context.Context, timed probeTimer, rc *rpc.Client
 			in.ClientID, in.Slots, in.Fore.MaxRequestSize, in.Fore.MaxResponseSize, in.Fore.MaxResponseSizeCached, in.Fore.MaxOperations,
 			"", in.ServerOwner, in.ServerScope, impl, "", in.Lease, back, rdmaIRD, in.MaxRead, in.MaxWrite), nil
 	})
+	return info
+}
+
+// probeReport is probe --json's output; the keys are a stable interface.
+type probeReport struct {
+	Host      string        `json:"host"`
+	Transport string        `json:"transport"`
+	Version   string        `json:"nfs_version"`
+	Steps     []probeStep   `json:"steps"`
+	RPCRDMA   *probeRDMA    `json:"rpcrdma,omitempty"`
+	Session   *probeSession `json:"session41,omitempty"`
+}
+
+// probeSession is what an NFSv4.1 session negotiated.
+type probeSession struct {
+	ClientID        string  `json:"client_id"`
+	Slots           int     `json:"slots"`
+	MaxRequestSize  uint32  `json:"max_request_size"`
+	MaxResponseSize uint32  `json:"max_response_size"`
+	MaxCached       uint32  `json:"max_response_size_cached"`
+	MaxOperations   uint32  `json:"max_operations"`
+	BackSlots       uint32  `json:"back_channel_slots"`
+	Backchannel     bool    `json:"backchannel"`
+	LeaseSeconds    int     `json:"lease_seconds"`
+	ServerOwner     string  `json:"server_owner"`
+	ServerScope     string  `json:"server_scope"`
+	Implementation  string  `json:"implementation,omitempty"`
+	RDMAIRD         *uint32 `json:"rdma_ird,omitempty"`
+	MaxRead         int     `json:"max_read"`
+	MaxWrite        int     `json:"max_write"`
+}
+
+func sessionOf(in *nfs.Info4) *probeSession {
+	if in == nil {
+		return nil
+	}
+	ps := &probeSession{ClientID: fmt.Sprintf("%#x", in.ClientID), Slots: in.Slots, MaxRequestSize: in.Fore.MaxRequestSize,
+		MaxResponseSize: in.Fore.MaxResponseSize, MaxCached: in.Fore.MaxResponseSizeCached, MaxOperations: in.Fore.MaxOperations,
+		BackSlots: in.Back.MaxRequests, Backchannel: in.Backchannel, LeaseSeconds: int(in.Lease.Seconds()),
+		ServerOwner: in.ServerOwner, ServerScope: in.ServerScope, Implementation: in.Implementation, MaxRead: in.MaxRead, MaxWrite: in.MaxWrite}
+	if in.Fore.HasRDMAIRD {
+		ird := in.Fore.RDMAIRD
+		ps.RDMAIRD = &ird
+	}
+	return ps
+}
+
+type probeStep struct {
+	Step   string `json:"step"`
+	Micros int64  `json:"micros"`
+	Result string `json:"result,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// probeRDMA is what the RPC-over-RDMA connection negotiated.
+type probeRDMA struct {
+	Version            int    `json:"version"`
+	SendInline         int    `json:"inline_send"`
+	RecvInline         int    `json:"inline_recv"`
+	Credits            uint32 `json:"credits"`
+	RemoteInvalidation bool   `json:"remote_invalidation"`
+	PeerPrivateData    bool   `json:"peer_private_data"`
 }
 
 // offeredVersions says which versions a PROG_MISMATCH reply says the
