@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/go-rpcrdma/rpcrdma/xdr"
@@ -15,6 +16,7 @@ import (
 // error, and a mapping's fields arrive in RFC 1833's order.
 func TestGetPort(t *testing.T) {
 	srv := NewServer(nil)
+	var mu sync.Mutex
 	var got []uint32
 	srv.Handle(PortmapProgram, PortmapVersion, ProcGetPort, func(_ context.Context, c *Call) (Body, error) {
 		d := c.Decoder()
@@ -22,7 +24,9 @@ func TestGetPort(t *testing.T) {
 		if err := d.Done(); err != nil {
 			return Body{}, err
 		}
+		mu.Lock()
 		got = m
+		mu.Unlock()
 		port := uint32(0)
 		switch {
 		case m[0] == 100005 && m[1] == 3 && m[2] == IPProtoTCP:
@@ -43,8 +47,11 @@ func TestGetPort(t *testing.T) {
 	if port, err := GetPort(ctx, l.Addr().String(), 100005, 3, IPProtoTCP); port != 20048 || err != nil {
 		t.Errorf("GETPORT MOUNT v3 tcp = %d %v", port, err)
 	}
-	if len(got) != 4 || got[0] != 100005 || got[1] != 3 || got[2] != 6 || got[3] != 0 {
-		t.Errorf("the mapping arrived as %v", got)
+	mu.Lock()
+	m := got
+	mu.Unlock()
+	if len(m) != 4 || m[0] != 100005 || m[1] != 3 || m[2] != 6 || m[3] != 0 {
+		t.Errorf("the mapping arrived as %v", m)
 	}
 	if _, err := GetPort(ctx, l.Addr().String(), 100005, 3, IPProtoUDP); !errors.Is(err, ErrNotRegistered) || !strings.Contains(err.Error(), "100005 version 3") {
 		t.Errorf("unregistered: %v", err)
