@@ -64,7 +64,8 @@ type nfsFlags struct {
 	transport string
 	nfsPort   int
 	mountPort int
-	rpcbind   int // the portmapper's port; 0: not asked
+	rpcbind   int  // the portmapper's port; 0: not asked
+	human     bool // probe -h
 	export    string
 	uid, gid  uint
 	timeout   time.Duration

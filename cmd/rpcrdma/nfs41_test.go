@@ -136,3 +136,12 @@ func TestNFSProbeJSON(t *testing.T) {
 		t.Errorf("probe --json --vers 4.1 against knfsd: exit %d %+v\n%s%s", code, rep41, out, errOut)
 	}
 }
+
+// TestNFSProbeHuman: probe -h prints FSSTAT's sizes as df -h does.
+func TestNFSProbeHuman(t *testing.T) {
+	s := startNFSServe(t)
+	out, errOut, code := s.nfsRun(t, "probe", "-h", "127.0.0.1")
+	if code != 0 || !regexp.MustCompile(`FSSTAT .* [0-9.]+ [KMGTPE]iB of [0-9.]+ [KMGTPE]iB free`).MatchString(out) {
+		t.Errorf("probe -h: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -74,6 +74,7 @@ type benchFlags struct {
 	verify                 bool
 	format                 string
 	legacyJSON             bool
+	plot                   string
 }
 
 func (b *benchFlags) register(fs *flag.FlagSet) {
@@ -99,6 +100,7 @@ func (b *benchFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&b.verify, "verify", false, "stamp every 512 bytes written with their offset and check the stamps of every READ; an existing --file is checked as it is (written by a bench with --verify --keep)")
 	fs.StringVar(&b.format, "output-format", "normal", "normal (a table), or json (fio's JSON layout, with the transport's facts under \"rpcrdma\")")
 	fs.Var(&b.status, "status-interval", "print IOPS, MiB/s, p50, p99 and max every this long (seconds, or with a unit)")
+	fs.StringVar(&b.plot, "plot", "", "write FILE.svg (or FILE.html) with each workload's latency over time (p50, p99, max per interval) and its latency histogram")
 	fs.BoolVar(&b.legacyJSON, "json", false, "the bench's older JSON: a results array of one object per workload")
 }
 
@@ -247,6 +249,8 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--rate_iops %d: want 0 or more", b.rate)
 	case b.format != "normal" && b.format != "json":
 		return usagef("--output-format %q: want normal or json", b.format)
+	case b.plot != "" && !strings.HasSuffix(b.plot, ".svg") && !strings.HasSuffix(b.plot, ".html"):
+		return usagef("--plot %q: want a file name ending in .svg or .html", b.plot)
 	}
 	writes := false
 	for _, rw := range rws {
@@ -310,7 +314,7 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			break
 		}
 	}
-	rep := benchReport{host: r.host, export: dir, transport: f.transport, vers: f.vers, file: bf, jobs: jobs, b: &b}
+	rep := benchReport{host: r.host, export: dir, transport: f.transport, vers: f.vers, target: fs.Arg(0), file: bf, jobs: jobs, b: &b}
 	var perr error
 	switch {
 	case b.legacyJSON:
@@ -323,6 +327,11 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if perr != nil {
 		return perr
+	}
+	if b.plot != "" && len(jobs) > 0 {
+		if err := writePlot(b.plot, &rep); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
 	}
 	return runErr
 }

@@ -15,6 +15,7 @@ import (
 type benchReport struct {
 	host, export, transport string
 	vers                    string
+	target                  string // the HOST:/path argument
 	file                    *benchFile
 	jobs                    []*jobResult
 	b                       *benchFlags

@@ -69,6 +69,16 @@ type jobResult struct {
 	bss       []bsShare
 	rwmixread int
 	rate      int
+	// timeline holds, with --plot, each interval's latencies.
+	timeline []timePoint
+}
+
+// timePoint is one interval of one direction, for --plot.
+type timePoint struct {
+	at            float64 // seconds since measuring began, at the interval's end
+	dir           int
+	iops          float64
+	p50, p99, max float64 // ns
 }
 
 // rdmaStats sums the RDMA connections' counters.
@@ -95,8 +105,12 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 		res.info = &info
 	}
 	before := r.rdmaStats()
-	var live atomic.Pointer[[2]*latHist]
+	var live, plive atomic.Pointer[[2]*latHist]
 	live.Store(&[2]*latHist{new(latHist), new(latHist)})
+	plotting := r.b.plot != ""
+	if plotting {
+		plive.Store(&[2]*latHist{new(latHist), new(latHist)})
+	}
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -157,13 +171,21 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 				d.ios.Add(1)
 				d.bytes.Add(uint64(n))
 				live.Load()[dir].Record(lat)
+				if plotting {
+					plive.Load()[dir].Record(lat)
+				}
 			}
 		})
 	}
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
+	var sampler sync.WaitGroup
+	if plotting {
+		sampler.Go(func() { res.timeline = sampleTimeline(stopped, measureFrom, time.Duration(b.runtime), &plive) })
+	}
 	r.watch(stopped, rw, measureFrom, &live)
 	<-stopped
+	sampler.Wait()
 	res.start = measureFrom
 	res.elapsed = max(time.Since(measureFrom), time.Millisecond)
 	if cpu1, ok := processCPU(); ok && cpuOK {
@@ -184,6 +206,41 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 		return res, context.Cause(parent)
 	}
 	return res, nil
+}
+
+// sampleTimeline takes each interval's latencies from live until stopped
+// closes: sixty intervals over the measuring time, each 100 ms to 1 s.
+func sampleTimeline(stopped chan struct{}, from time.Time, runtime time.Duration, live *atomic.Pointer[[2]*latHist]) []timePoint {
+	every := min(max(runtime/60, 100*time.Millisecond), time.Second)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var out []timePoint
+	last := time.Now()
+	for {
+		var now time.Time
+		select {
+		case <-stopped:
+			now = time.Now()
+		case now = <-tick.C:
+		}
+		h := live.Swap(&[2]*latHist{new(latHist), new(latHist)})
+		// The last interval, cut short by the end, is left out when
+		// it is too short to say anything.
+		if now.After(from) && now.Sub(last) >= every/2 {
+			for dir := range h {
+				if s := h[dir].Summary(); s.N > 0 {
+					out = append(out, timePoint{at: now.Sub(from).Seconds(), dir: dir, iops: float64(s.N) / now.Sub(last).Seconds(),
+						p50: s.pct(50), p99: s.pct(99), max: s.Max})
+				}
+			}
+		}
+		last = now
+		select {
+		case <-stopped:
+			return out
+		default:
+		}
+	}
 }
 
 // watch draws the progress line on a terminal, or prints a

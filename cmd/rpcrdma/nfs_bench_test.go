@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -170,5 +172,45 @@ func TestStamps(t *testing.T) {
 	p[1024+3] ^= 1
 	if bad, _ := checkStamps(p, 8192); bad != 8192+1024 {
 		t.Errorf("a flipped bit: %d", bad)
+	}
+}
+
+// TestNFSBenchPlot: --plot writes an SVG with each workload's latency
+// over time and histogram, and an HTML page around it; another suffix is
+// a usage error.
+func TestNFSBenchPlot(t *testing.T) {
+	s := startNFSServe(t)
+	dir := t.TempDir()
+	svg := filepath.Join(dir, "b.svg")
+	if _, errOut, code := s.nfsRun(t, "bench", "--runtime", "500ms", "--bs", "4k", "--size", "1m", "--rw", "randread,randwrite", "--plot", svg, "127.0.0.1:/export"); code != 0 {
+		t.Fatalf("exit %d %s", code, errOut)
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		XMLName xml.Name   `xml:"svg"`
+		Lines   []struct{} `xml:"polyline"`
+		Rects   []struct{} `xml:"rect"`
+		Texts   []string   `xml:"text"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("not SVG: %v", err)
+	}
+	// Two workloads, one direction each: three lines (p50, p99, max)
+	// and a histogram's bars apiece, beside the frames.
+	if len(doc.Lines) != 6 || len(doc.Rects) < 10 || !strings.Contains(strings.Join(doc.Texts, "|"), "randwrite, iodepth 8") {
+		t.Errorf("plot has %d lines, %d rects; texts %q", len(doc.Lines), len(doc.Rects), doc.Texts)
+	}
+	html := filepath.Join(dir, "b.html")
+	if _, errOut, code := s.nfsRun(t, "bench", "--runtime", "200ms", "--bs", "4k", "--size", "1m", "--rw", "read", "--plot", html, "127.0.0.1:/export"); code != 0 {
+		t.Fatalf("exit %d %s", code, errOut)
+	}
+	if b, _ := os.ReadFile(html); !bytes.HasPrefix(b, []byte("<!DOCTYPE html>")) || !bytes.Contains(b, []byte("<svg")) {
+		t.Errorf("the HTML page: %.80q", b)
+	}
+	if _, _, code := s.nfsRun(t, "bench", "--plot", filepath.Join(dir, "b.png"), "127.0.0.1:/export"); code != 2 {
+		t.Errorf("--plot b.png: exit %d, want 2", code)
 	}
 }

@@ -21,6 +21,7 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("nfs probe", "nfs probe [flags] HOST", stderr)
 	var f nfsFlags
 	f.register(fs)
+	fs.BoolVar(&f.human, "h", false, "sizes as df -h prints them: 3.8 GiB")
 	jsonOut := fs.Bool("json", false, "print one JSON object: every step with its time, result or error, and what the transport and the session negotiated")
 	if err := f.parse(fs, args, 1); err != nil {
 		return err
@@ -193,6 +194,9 @@ func (f *nfsFlags) probeExports(ctx context.Context, timed probeTimer, rc *rpc.C
 		})
 		timed("  FSSTAT", func() (string, error) {
 			s, err := c.FSStat(ctx, root)
+			if f.human {
+				return fmt.Sprintf("%s of %s free, %d of %d files free", nfs.Bytes(s.ABytes), nfs.Bytes(s.TBytes), s.AFiles, s.TFiles), err
+			}
 			return fmt.Sprintf("%d of %d bytes free, %d of %d files free", s.ABytes, s.TBytes, s.AFiles, s.TFiles), err
 		})
 	}
