@@ -97,10 +97,10 @@ func (r *benchReport) writeTransport(w io.Writer) {
 	fmt.Fprintf(w, "\nrpc-over-rdma: version %d, credits %d, inline send %d receive %d, remote invalidation %v\n",
 		i.Version, i.Credits, i.SendInline, i.RecvInline, onOff(i.RemoteInvalidation))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tcalls\tinline\tread chunks\twrite chunks\treply chunks\tlong calls\tremote inv\t")
+	fmt.Fprintln(tw, "workload\tcalls\tinline\tread chunks\twrite chunks\treply chunks\tlong calls\tremote inv\tcredits in use (max)\t")
 	for _, j := range r.jobs {
 		s := j.stats
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", j.rw, s.CallsSent, s.Inline, s.ReadChunks, s.WriteChunks, s.ReplyChunks, s.LongCalls, s.RemoteInvalid)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", j.rw, s.CallsSent, s.Inline, s.ReadChunks, s.WriteChunks, s.ReplyChunks, s.LongCalls, s.RemoteInvalid, j.inUseMax)
 	}
 	tw.Flush()
 }
@@ -173,26 +173,34 @@ type fioRun struct {
 
 // fioJobExtra is what a job adds to fio's fields: the transport's facts.
 type fioJobExtra struct {
-	Workload           string  `json:"workload"`
-	Partial            bool    `json:"partial,omitempty"`
-	Connections        int     `json:"connections"`
-	RPCRDMAVersion     int     `json:"rpcrdma_version,omitempty"`
-	Credits            uint32  `json:"credits,omitempty"`
-	InlineSend         int     `json:"inline_send,omitempty"`
-	InlineRecv         int     `json:"inline_recv,omitempty"`
-	RemoteInvalidation bool    `json:"remote_invalidation"`
-	Calls              uint64  `json:"calls"`
-	InlineCalls        uint64  `json:"inline"`
-	ReadChunks         uint64  `json:"read_chunks"`
-	WriteChunks        uint64  `json:"write_chunks"`
-	ReplyChunks        uint64  `json:"reply_chunks"`
-	LongCalls          uint64  `json:"nomsg_calls"`
-	ReadChunkBytes     uint64  `json:"read_chunk_bytes"`
-	WriteChunkBytes    uint64  `json:"write_chunk_bytes"`
-	ReplyChunkBytes    uint64  `json:"reply_chunk_bytes"`
-	CallsPending       int     `json:"calls_in_flight_at_end"`
-	StartTime          string  `json:"start_time"`
-	CPUPerOpUs         float64 `json:"cpu_us_per_op"`
+	Workload           string `json:"workload"`
+	Partial            bool   `json:"partial,omitempty"`
+	Connections        int    `json:"connections"`
+	RPCRDMAVersion     int    `json:"rpcrdma_version,omitempty"`
+	Credits            uint32 `json:"credits,omitempty"`
+	InlineSend         int    `json:"inline_send,omitempty"`
+	InlineRecv         int    `json:"inline_recv,omitempty"`
+	RemoteInvalidation bool   `json:"remote_invalidation"`
+	Calls              uint64 `json:"calls"`
+	InlineCalls        uint64 `json:"inline"`
+	ReadChunks         uint64 `json:"read_chunks"`
+	WriteChunks        uint64 `json:"write_chunks"`
+	ReplyChunks        uint64 `json:"reply_chunks"`
+	LongCalls          uint64 `json:"nomsg_calls"`
+	ReadChunkBytes     uint64 `json:"read_chunk_bytes"`
+	WriteChunkBytes    uint64 `json:"write_chunk_bytes"`
+	ReplyChunkBytes    uint64 `json:"reply_chunk_bytes"`
+	CallsPending       int    `json:"calls_in_flight_at_end"`
+	// CreditsInUseMax is the most calls the RDMA connections had
+	// outstanding at once, sampled ten times a second: the credits in
+	// use, beside Credits, those granted.
+	CreditsInUseMax int `json:"credits_in_use_max"`
+	// InlineBytes are the bytes of calls sent inline, each copied into
+	// a registered send buffer: what Linux's pull-up count measures the
+	// data part of.
+	InlineBytes uint64  `json:"inline_bytes"`
+	StartTime   string  `json:"start_time"`
+	CPUPerOpUs  float64 `json:"cpu_us_per_op"`
 }
 
 // writeFioJSON writes the report in fio's JSON layout.
@@ -229,7 +237,8 @@ func (r *benchReport) writeFioJSON(w io.Writer) error {
 		x := fioJobExtra{Workload: j.rw, Partial: j.partial, Connections: j.numjobs, Calls: s.CallsSent, InlineCalls: s.Inline,
 			ReadChunks: s.ReadChunks, WriteChunks: s.WriteChunks, ReplyChunks: s.ReplyChunks, LongCalls: s.LongCalls,
 			ReadChunkBytes: s.ReadChunkBytes, WriteChunkBytes: s.WriteChunkBytes, ReplyChunkBytes: s.ReplyChunkBytes,
-			CallsPending: s.CallsPending, StartTime: j.start.UTC().Format(time.RFC3339Nano)}
+			CallsPending: s.CallsPending, StartTime: j.start.UTC().Format(time.RFC3339Nano), CreditsInUseMax: j.inUseMax,
+			InlineBytes: s.InlineBytes}
 		if j.cpuOK && total > 0 {
 			x.CPUPerOpUs = float64(j.cpu.Nanoseconds()) / 1e3 / float64(total)
 		}

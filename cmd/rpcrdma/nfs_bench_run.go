@@ -71,6 +71,7 @@ type jobResult struct {
 	rate      int
 	// timeline holds, with --plot, each interval's latencies.
 	timeline []timePoint
+	inUseMax int // the most calls outstanding on the RDMA connections
 }
 
 // timePoint is one interval of one direction, for --plot.
@@ -180,6 +181,9 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
 	var sampler sync.WaitGroup
+	if len(*r.conns) > 0 {
+		sampler.Go(func() { res.inUseMax = r.sampleInUse(stopped) })
+	}
 	if plotting {
 		sampler.Go(func() { res.timeline = sampleTimeline(stopped, measureFrom, time.Duration(b.runtime), &plive) })
 	}
@@ -206,6 +210,22 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 		return res, context.Cause(parent)
 	}
 	return res, nil
+}
+
+// sampleInUse returns the most calls the RDMA connections had
+// outstanding at once, sampled ten times a second until stopped closes.
+func (r *nfsBenchRun) sampleInUse(stopped chan struct{}) int {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	most := 0
+	for {
+		most = max(most, r.rdmaStats().CallsPending)
+		select {
+		case <-stopped:
+			return most
+		case <-tick.C:
+		}
+	}
 }
 
 // sampleTimeline takes each interval's latencies from live until stopped
