@@ -212,51 +212,10 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !ok {
 		return errNotRemote
 	}
-	rws, err := b.workloads()
+	plan, err := b.plan(fs)
 	if err != nil {
 		return err
 	}
-	bss := []bsShare{{pct: 100}}
-	if bss[0].size, err = parseSize(b.bs); err != nil {
-		return usagef("--bs: %v", err)
-	}
-	if b.bssplit != "" {
-		if bss, err = parseBSSplit(b.bssplit); err != nil {
-			return err
-		}
-	}
-	size, err := parseSize(b.size)
-	if err != nil {
-		return usagef("--size: %v", err)
-	}
-	sizeSet := false
-	fs.Visit(func(fl *flag.Flag) { sizeSet = sizeSet || fl.Name == "size" })
-	maxBS := 0
-	for _, s := range bss {
-		maxBS = max(maxBS, s.size)
-		if b.verify && s.size%stampSize != 0 {
-			return usagef("--verify: block sizes must be multiples of %d", stampSize)
-		}
-	}
-	switch {
-	case b.iodepth < 1 || b.numjobs < 1 || b.numjobs > 64:
-		return usagef("want --iodepth at least 1 and --numjobs 1 to 64")
-	case size < maxBS:
-		return usagef("--size %s is less than the block size %d", b.size, maxBS)
-	case b.rwmixread < 0 || b.rwmixread > 100:
-		return usagef("--rwmixread %d: want 0 to 100", b.rwmixread)
-	case b.rate < 0:
-		return usagef("--rate_iops %d: want 0 or more", b.rate)
-	case b.format != "normal" && b.format != "json":
-		return usagef("--output-format %q: want normal or json", b.format)
-	case b.plot != "" && !strings.HasSuffix(b.plot, ".svg") && !strings.HasSuffix(b.plot, ".html"):
-		return usagef("--plot %q: want a file name ending in .svg or .html", b.plot)
-	}
-	writes := false
-	for _, rw := range rws {
-		writes = writes || workloadKinds[rw].writes
-	}
-
 	mctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	var conns []*rpcrdma.Conn
@@ -266,16 +225,16 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer closeAll()
 	c0 := clients[0]
-	if maxBS > c0.MaxRead() || maxBS > c0.MaxWrite() {
-		return fmt.Errorf("block size %d is over the server's transfer size (read %d, write %d)", maxBS, c0.MaxRead(), c0.MaxWrite())
+	if plan.maxBS > c0.MaxRead() || plan.maxBS > c0.MaxWrite() {
+		return fmt.Errorf("block size %d is over the server's transfer size (read %d, write %d)", plan.maxBS, c0.MaxRead(), c0.MaxWrite())
 	}
-	bf, err := openBenchFile(mctx, c0, dir, b.name, benchFileRules{size: size, sizeSet: sizeSet, bs: maxBS, writes: writes, overwrite: b.overwrite})
+	bf, err := openBenchFile(mctx, c0, dir, b.name, benchFileRules{size: plan.size, sizeSet: plan.sizeSet, bs: plan.maxBS, writes: plan.writes, overwrite: b.overwrite})
 	if err != nil {
 		return err
 	}
 	files := make([]nfs.File, len(clients))
 	for i, c := range clients {
-		if files[i], err = c.Open(mctx, bf.h, writes || bf.mayFill); err != nil {
+		if files[i], err = c.Open(mctx, bf.h, plan.writes || bf.mayFill); err != nil {
 			return fmt.Errorf("opening %s: %w", bf.name, err)
 		}
 		defer files[i].Close(context.WithoutCancel(ctx))
@@ -292,48 +251,96 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}()
 	}
-	run := &nfsBenchRun{clients: clients, files: files, conns: &conns, file: bf, bss: bss, b: &b, stderr: stderr,
+	run := &nfsBenchRun{clients: clients, files: files, conns: &conns, file: bf, bss: plan.bss, b: &b, stderr: stderr,
 		progress: b.format == "normal" && !b.legacyJSON && b.status == 0 && isTerminal(stderr)}
-	var jobs []*jobResult
-	var runErr error
-	filled := uint64(0)
-	for _, rw := range rws {
-		k := workloadKinds[rw]
-		if bf.mayFill && (k.reads || b.verify) && filled < uint64(bf.size) {
-			if runErr = fillFile(ctx, c0, files[0], uint64(bf.size), maxBS, b.verify); runErr != nil {
-				break
-			}
-			filled = uint64(bf.size)
+	jobs, runErr := run.all(ctx, plan)
+	rep := benchReport{host: r.host, export: dir, transport: f.transport, vers: f.vers, target: fs.Arg(0), file: bf, jobs: jobs, b: &b}
+	if err := rep.write(stdout); err != nil {
+		return err
+	}
+	return runErr
+}
+
+// benchPlan is what the flags ask of a bench, checked.
+type benchPlan struct {
+	rws     []string  // the workloads, in turn
+	bss     []bsShare // block sizes and shares
+	maxBS   int
+	size    int
+	sizeSet bool // --size given
+	writes  bool // a workload writes
+}
+
+// plan checks the flags and returns what they ask for; a wrong one is a
+// usage error.
+func (b *benchFlags) plan(fs *flag.FlagSet) (*benchPlan, error) {
+	rws, err := b.workloads()
+	if err != nil {
+		return nil, err
+	}
+	p := &benchPlan{rws: rws, bss: []bsShare{{pct: 100}}}
+	if p.bss[0].size, err = parseSize(b.bs); err != nil {
+		return nil, usagef("--bs: %v", err)
+	}
+	if b.bssplit != "" {
+		if p.bss, err = parseBSSplit(b.bssplit); err != nil {
+			return nil, err
 		}
-		res, err := run.job(ctx, rw)
+	}
+	if p.size, err = parseSize(b.size); err != nil {
+		return nil, usagef("--size: %v", err)
+	}
+	fs.Visit(func(fl *flag.Flag) { p.sizeSet = p.sizeSet || fl.Name == "size" })
+	for _, s := range p.bss {
+		p.maxBS = max(p.maxBS, s.size)
+		if b.verify && s.size%stampSize != 0 {
+			return nil, usagef("--verify: block sizes must be multiples of %d", stampSize)
+		}
+	}
+	for _, rw := range rws {
+		p.writes = p.writes || workloadKinds[rw].writes
+	}
+	switch {
+	case b.iodepth < 1 || b.numjobs < 1 || b.numjobs > 64:
+		return nil, usagef("want --iodepth at least 1 and --numjobs 1 to 64")
+	case p.size < p.maxBS:
+		return nil, usagef("--size %s is less than the block size %d", b.size, p.maxBS)
+	case b.rwmixread < 0 || b.rwmixread > 100:
+		return nil, usagef("--rwmixread %d: want 0 to 100", b.rwmixread)
+	case b.rate < 0:
+		return nil, usagef("--rate_iops %d: want 0 or more", b.rate)
+	case b.format != "normal" && b.format != "json":
+		return nil, usagef("--output-format %q: want normal or json", b.format)
+	case b.plot != "" && !strings.HasSuffix(b.plot, ".svg") && !strings.HasSuffix(b.plot, ".html"):
+		return nil, usagef("--plot %q: want a file name ending in .svg or .html", b.plot)
+	}
+	return p, nil
+}
+
+// all runs the plan's workloads in turn, filling the file before the
+// first that reads it, and returns their results, with the error that
+// stopped them.
+func (r *nfsBenchRun) all(ctx context.Context, p *benchPlan) ([]*jobResult, error) {
+	var jobs []*jobResult
+	bf := r.file
+	filled := false
+	for _, rw := range p.rws {
+		k := workloadKinds[rw]
+		if bf.mayFill && (k.reads || r.b.verify) && !filled {
+			if err := fillFile(ctx, r.clients[0], r.files[0], uint64(bf.size), p.maxBS, r.b.verify); err != nil {
+				return jobs, err
+			}
+			filled = true
+		}
+		res, err := r.job(ctx, rw)
 		if res != nil {
 			jobs = append(jobs, res)
 		}
 		if err != nil {
-			runErr = err
-			break
+			return jobs, err
 		}
 	}
-	rep := benchReport{host: r.host, export: dir, transport: f.transport, vers: f.vers, target: fs.Arg(0), file: bf, jobs: jobs, b: &b}
-	var perr error
-	switch {
-	case b.legacyJSON:
-		perr = printNFSBench(stdout, rep.legacy(), true)
-	case b.format == "json":
-		perr = rep.writeFioJSON(stdout)
-	default:
-		perr = printNFSBench(stdout, rep.legacy(), false)
-		rep.writeTransport(stdout)
-	}
-	if perr != nil {
-		return perr
-	}
-	if b.plot != "" && len(jobs) > 0 {
-		if err := writePlot(b.plot, &rep); err != nil {
-			return fmt.Errorf("--plot: %w", err)
-		}
-	}
-	return runErr
+	return jobs, nil
 }
 
 // benchClients reaches r's files numjobs times: NFSv3, one mount and

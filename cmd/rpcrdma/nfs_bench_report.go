@@ -21,6 +21,26 @@ type benchReport struct {
 	b                       *benchFlags
 }
 
+// write prints the report as the flags ask, and the plot.
+func (r *benchReport) write(w io.Writer) error {
+	var err error
+	switch {
+	case r.b.legacyJSON:
+		err = printNFSBench(w, r.legacy(), true)
+	case r.b.format == "json":
+		err = r.writeFioJSON(w)
+	default:
+		err = printNFSBench(w, r.legacy(), false)
+		r.writeTransport(w)
+	}
+	if err == nil && r.b.plot != "" && len(r.jobs) > 0 {
+		if perr := writePlot(r.b.plot, r); perr != nil {
+			return fmt.Errorf("--plot: %w", perr)
+		}
+	}
+	return err
+}
+
 // legacy returns the rows of the table and of --json: one per workload
 // and direction that made calls.
 func (r *benchReport) legacy() []nfsBenchResult {

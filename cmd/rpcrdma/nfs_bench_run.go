@@ -113,68 +113,30 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 		plive.Store(&[2]*latHist{new(latHist), new(latHist)})
 	}
 	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		seq      [2]atomic.Uint64 // next sequential offset per direction
-		ticket   atomic.Uint64
+		wg   sync.WaitGroup
+		seq  [2]atomic.Uint64 // next sequential offset per direction
+		fail jobFailure
 	)
 	cpu0, cpuOK := processCPU()
-	start := time.Now()
-	measureFrom := start.Add(time.Duration(b.ramp))
-	deadline := measureFrom.Add(time.Duration(b.runtime))
-	var interval time.Duration
+	clk := &jobClock{start: time.Now()}
+	clk.measureFrom = clk.start.Add(time.Duration(b.ramp))
+	clk.deadline = clk.measureFrom.Add(time.Duration(b.runtime))
 	if b.rate > 0 {
-		interval = time.Second / time.Duration(b.rate)
+		clk.interval = time.Second / time.Duration(b.rate)
 	}
+	measureFrom := clk.measureFrom
 	w := &worker{run: r, rw: rw, kind: workloadKinds[rw], res: res, seq: &seq}
 	for i := range len(r.clients) * b.iodepth {
 		wg.Go(func() {
 			ww := *w
 			ww.c, ww.f = r.clients[i%len(r.clients)], r.files[i%len(r.files)]
-			ww.rng = rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano())))
+			ww.rng = rand.New(rand.NewPCG(uint64(i), uint64(clk.start.UnixNano())))
 			ww.buf = make([]byte, maxShare(r.bss))
 			ww.id = i
 			defer ww.cleanup(parent)
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				if interval > 0 {
-					t0 = start.Add(time.Duration(ticket.Add(1)-1) * interval)
-					if !t0.Before(deadline) {
-						return
-					}
-					if d := time.Until(t0); d > 0 {
-						select {
-						case <-time.After(d):
-						case <-ctx.Done():
-							return
-						}
-					}
-				} else if !t0.Before(deadline) {
-					return
-				}
-				dir, n, err := ww.one(ctx)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil && ctx.Err() == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					cancel()
-					return
-				}
-				if t0.Before(measureFrom) {
-					continue
-				}
-				lat := time.Since(t0)
-				d := res.dirs[dir]
-				d.hist.Record(lat)
-				d.ios.Add(1)
-				d.bytes.Add(uint64(n))
-				live.Load()[dir].Record(lat)
-				if plotting {
-					plive.Load()[dir].Record(lat)
-				}
+			if err := ww.loop(ctx, clk, &live, &plive); err != nil {
+				fail.set(ctx, err)
+				cancel()
 			}
 		})
 	}
@@ -197,8 +159,8 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 	}
 	after := r.rdmaStats()
 	res.stats = statsDelta(after, before)
-	if firstErr != nil {
-		return res, firstErr
+	if err := fail.get(); err != nil {
+		return res, err
 	}
 	if workloadKinds[rw].writes && parent.Err() == nil {
 		if _, err := r.files[0].Commit(parent); err != nil {
@@ -210,6 +172,79 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 		return res, context.Cause(parent)
 	}
 	return res, nil
+}
+
+// jobClock is when a workload's calls are due: from start, measured
+// from measureFrom (after the ramp), until deadline; with --rate_iops,
+// one every interval, numbered by ticket.
+type jobClock struct {
+	start, measureFrom, deadline time.Time
+	interval                     time.Duration
+	ticket                       atomic.Uint64
+}
+
+// jobFailure keeps a workload's first failed call.
+type jobFailure struct {
+	mu  sync.Mutex
+	err error
+}
+
+// set keeps err unless one is kept or ctx ended (the stop, not a failure).
+func (f *jobFailure) set(ctx context.Context, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil && ctx.Err() == nil {
+		f.err = err
+	}
+}
+
+func (f *jobFailure) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// loop makes the worker's calls until the deadline or ctx's end, and
+// records each measured one's latency in the workload's histograms (and
+// the live ones: the status line's, and --plot's when not nil); it
+// returns a failed call's error.
+func (w *worker) loop(ctx context.Context, clk *jobClock, live, plive *atomic.Pointer[[2]*latHist]) error {
+	res := w.res
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		if clk.interval > 0 {
+			t0 = clk.start.Add(time.Duration(clk.ticket.Add(1)-1) * clk.interval)
+			if !t0.Before(clk.deadline) {
+				return nil
+			}
+			if d := time.Until(t0); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		} else if !t0.Before(clk.deadline) {
+			return nil
+		}
+		dir, n, err := w.one(ctx)
+		if err != nil {
+			return err
+		}
+		if t0.Before(clk.measureFrom) {
+			continue
+		}
+		lat := time.Since(t0)
+		d := res.dirs[dir]
+		d.hist.Record(lat)
+		d.ios.Add(1)
+		d.bytes.Add(uint64(n))
+		live.Load()[dir].Record(lat)
+		if p := plive.Load(); p != nil {
+			p[dir].Record(lat)
+		}
+	}
+	return nil
 }
 
 // sampleInUse returns the most calls the RDMA connections had

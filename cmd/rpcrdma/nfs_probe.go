@@ -46,31 +46,8 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 	if f.nfsPort != givenNFS || f.mountPort != givenMount {
 		fmt.Fprintf(stdout, "%-24s %10s  MOUNT at %s, NFS at %s\n", "PORTMAPPER "+strconv.Itoa(f.rpcbind), "", mountAddr, nfsAddr)
 	}
-	// Every step is printed, and the probe fails if any did: an export
-	// that does not mount is as much a failure as a server that does not
-	// answer.
-	var failed []string
-	timed := func(what string, fn func() (string, error)) error {
-		start := time.Now()
-		s, err := fn()
-		d := time.Since(start)
-		step := probeStep{Step: strings.TrimSpace(what), Micros: d.Microseconds(), Result: s}
-		defer func() { rep.Steps = append(rep.Steps, step) }()
-		if err != nil {
-			fmt.Fprintf(stdout, "%-24s %10s  error: %v\n", what, d.Round(time.Microsecond), err)
-			failed = append(failed, strings.TrimSpace(what))
-			step.Error = err.Error()
-			return err
-		}
-		fmt.Fprintf(stdout, "%-24s %10s  %s\n", what, d.Round(time.Microsecond), s)
-		return nil
-	}
-	result := func() error {
-		if len(failed) == 0 {
-			return nil
-		}
-		return fmt.Errorf("%d of the probe's steps failed: %s", len(failed), strings.Join(failed, ", "))
-	}
+	steps := &probeSteps{w: stdout, rep: &rep}
+	timed, result := steps.timed, steps.result
 
 	v3 := f.vers == "3"
 	// MOUNT over TCP: NULL and EXPORT.
@@ -97,23 +74,7 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 		return result()
 	}
 	defer rc.Close()
-	// Versions 2 and 4 are asked after to learn what the server offers:
-	// PROG_MISMATCH is an answer there. The version asked for (--vers)
-	// must answer.
-	v4 := false
-	for _, v := range []uint32{2, 3, 4} {
-		timed(fmt.Sprintf("NFS NULL v%d", v), func() (string, error) {
-			err := rc.Null(ctx, nfs3.Program, v)
-			if ae, ok := errors.AsType[*rpc.AcceptError](err); ok && ae.Stat == rpc.ProgMismatch && (v == 2 || v == 3 && !v3 || v == 4 && v3) {
-				return "not offered (" + offeredVersions(ae.Low, ae.High) + ")", nil
-			}
-			if err != nil {
-				return "", err
-			}
-			v4 = v4 || v == 4
-			return "ok", nil
-		})
-	}
+	v4 := f.probeNulls(ctx, timed, rc)
 	if len(conns) > 0 {
 		in := conns[0].Info()
 		rep.RPCRDMA = &probeRDMA{Version: int(in.Version), SendInline: in.SendInline, RecvInline: in.RecvInline, Credits: in.Credits,
@@ -130,6 +91,63 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 	}
 	f.probeExports(ctx, timed, rc, mountAddr, exports, cred)
 	return result()
+}
+
+// probeSteps runs the probe's steps, printing each timed, and keeps them
+// for --json. Every step is printed, and the probe fails if any did: an
+// export that does not mount is as much a failure as a server that does
+// not answer.
+type probeSteps struct {
+	w      io.Writer
+	rep    *probeReport
+	failed []string
+}
+
+// timed runs one step and returns its error.
+func (p *probeSteps) timed(what string, fn func() (string, error)) error {
+	start := time.Now()
+	s, err := fn()
+	d := time.Since(start)
+	step := probeStep{Step: strings.TrimSpace(what), Micros: d.Microseconds(), Result: s}
+	defer func() { p.rep.Steps = append(p.rep.Steps, step) }()
+	if err != nil {
+		fmt.Fprintf(p.w, "%-24s %10s  error: %v\n", what, d.Round(time.Microsecond), err)
+		p.failed = append(p.failed, step.Step)
+		step.Error = err.Error()
+		return err
+	}
+	fmt.Fprintf(p.w, "%-24s %10s  %s\n", what, d.Round(time.Microsecond), s)
+	return nil
+}
+
+// result is the probe's outcome: an error naming the steps that failed.
+func (p *probeSteps) result() error {
+	if len(p.failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of the probe's steps failed: %s", len(p.failed), strings.Join(p.failed, ", "))
+}
+
+// probeNulls calls NULL of NFS versions 2, 3 and 4 and reports whether
+// version 4 answered. Versions 2 and 4 (3, with --vers 4.1) are asked to
+// learn what the server offers: PROG_MISMATCH is an answer there. The
+// version asked for (--vers) must answer.
+func (f *nfsFlags) probeNulls(ctx context.Context, timed probeTimer, rc *rpc.Client) bool {
+	v3, v4 := f.vers == "3", false
+	for _, v := range []uint32{2, 3, 4} {
+		timed(fmt.Sprintf("NFS NULL v%d", v), func() (string, error) {
+			err := rc.Null(ctx, nfs3.Program, v)
+			if ae, ok := errors.AsType[*rpc.AcceptError](err); ok && ae.Stat == rpc.ProgMismatch && (v == 2 || v == 3 && !v3 || v == 4 && v3) {
+				return "not offered (" + offeredVersions(ae.Low, ae.High) + ")", nil
+			}
+			if err != nil {
+				return "", err
+			}
+			v4 = v4 || v == 4
+			return "ok", nil
+		})
+	}
+	return v4
 }
 
 // probeTimer runs one step of the probe, prints it timed, and returns
