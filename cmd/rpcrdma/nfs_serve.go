@@ -49,6 +49,7 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	log := tf.logger()
+	clog := newConnLog(log)
 	secret, err := loadSecret(*secretFile)
 	if err != nil {
 		return err
@@ -101,7 +102,7 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 		rs := srv.NewRPCServer(true, opts)
 		servers = append(servers, rs)
 		nm.rpcs = append(nm.rpcs, rs)
-		go func() { served <- serveNFSTCP(l, rs, nm, log, &conns) }()
+		go func() { served <- serveNFSTCP(l, rs, nm, clog, &conns) }()
 		msg += "; tcp " + l.Addr().String() + " (NFS, MOUNT)"
 	}
 	if *rdmaAddr != "" {
@@ -116,7 +117,7 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 		rs := srv.NewRPCServer(false, opts)
 		servers = append(servers, rs)
 		nm.rpcs = append(nm.rpcs, rs)
-		go func() { served <- serveNFSRDMA(l, rs, m, log, &conns) }()
+		go func() { served <- serveNFSRDMA(l, rs, m, clog, &conns) }()
 		msg += "; rdma " + l.Addr().String() + " (NFS)"
 	}
 	defer func() {
@@ -153,6 +154,7 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 		calls += rs.Stats().Calls
 	}
 	conns.Wait()
+	clog.flush()
 	log.Info("stopped", "calls", calls)
 	return nil
 }
@@ -173,7 +175,7 @@ func loggedAuth(log *slog.Logger) func(context.Context, *rpc.Call) (rpc.OpaqueAu
 
 // serveNFSTCP accepts connections on l and serves each with rs, logging
 // it open and closed, until l is closed (nil) or fails (its error).
-func serveNFSTCP(l net.Listener, rs *rpc.Server, nm *nfsMetrics, log *slog.Logger, conns *sync.WaitGroup) error {
+func serveNFSTCP(l net.Listener, rs *rpc.Server, nm *nfsMetrics, log *connLog, conns *sync.WaitGroup) error {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -183,7 +185,7 @@ func serveNFSTCP(l net.Listener, rs *rpc.Server, nm *nfsMetrics, log *slog.Logge
 			return err
 		}
 		remote := c.RemoteAddr()
-		log.Info("nfs: connection opened", "transport", "tcp", "remote", remote)
+		log.line(slog.LevelInfo, "nfs: connection opened", slog.String("transport", "tcp"), slog.Any("remote", remote))
 		nm.tcpOpened.Add(1)
 		nm.tcpOpen.Add(1)
 		conns.Go(func() {
@@ -197,7 +199,7 @@ func serveNFSTCP(l net.Listener, rs *rpc.Server, nm *nfsMetrics, log *slog.Logge
 
 // serveNFSRDMA is serveNFSTCP for RPC-over-RDMA, following each
 // connection's counters in m.
-func serveNFSRDMA(l *rpcrdma.Listener, rs *rpc.Server, m *serverMetrics, log *slog.Logger, conns *sync.WaitGroup) error {
+func serveNFSRDMA(l *rpcrdma.Listener, rs *rpc.Server, m *serverMetrics, log *connLog, conns *sync.WaitGroup) error {
 	for {
 		c, err := l.Accept(context.Background())
 		if err != nil {
@@ -208,8 +210,9 @@ func serveNFSRDMA(l *rpcrdma.Listener, rs *rpc.Server, m *serverMetrics, log *sl
 		}
 		m.add(c)
 		in := c.Info()
-		log.Info("nfs: connection opened", "transport", "rdma", "remote", in.Remote, "rpcrdma_version", in.Version,
-			"send_inline", in.SendInline, "recv_inline", in.RecvInline, "credits", in.Credits)
+		log.line(slog.LevelInfo, "nfs: connection opened", slog.String("transport", "rdma"), slog.Any("remote", in.Remote),
+			slog.Any("rpcrdma_version", in.Version), slog.Int("send_inline", in.SendInline), slog.Int("recv_inline", in.RecvInline),
+			slog.Any("credits", in.Credits))
 		conns.Go(func() {
 			start := time.Now()
 			err := rs.Serve(c)
@@ -229,19 +232,19 @@ func serveNFSRDMA(l *rpcrdma.Listener, rs *rpc.Server, m *serverMetrics, log *sl
 // closed by a limit of rpcrdma.Bounds (evicted to make room, idle, silent)
 // is logged at Debug level: the Listener logs those, a repeated one once
 // per Bounds.LogInterval, so that a flood does not flood the log.
-func logNFSClosed(log *slog.Logger, transport string, remote net.Addr, d time.Duration, err error) {
+func logNFSClosed(log *connLog, transport string, remote net.Addr, d time.Duration, err error) {
 	attrs := []slog.Attr{slog.String("transport", transport), slog.Any("remote", remote), slog.Duration("duration", d.Round(time.Millisecond))}
 	switch {
 	case errors.Is(err, rpcrdma.ErrLimit):
-		log.LogAttrs(context.Background(), slog.LevelDebug, "nfs: connection closed by a limit", append(attrs, slog.Any("err", err))...)
+		log.line(slog.LevelDebug, "nfs: connection closed by a limit", append(attrs, slog.Any("err", err))...)
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, rdma.ErrDisconnected):
-		log.LogAttrs(context.Background(), slog.LevelInfo, "nfs: connection closed by the peer", attrs...)
+		log.line(slog.LevelInfo, "nfs: connection closed by the peer", attrs...)
 	case errors.Is(err, rpc.ErrServerClosed), errors.Is(err, rdma.ErrClosed):
-		log.LogAttrs(context.Background(), slog.LevelInfo, "nfs: connection closed by the server", attrs...)
+		log.line(slog.LevelInfo, "nfs: connection closed by the server", attrs...)
 	case errors.Is(err, rpc.ErrHTTP), errors.Is(err, rpc.ErrRecordTooLarge), errors.Is(err, rpc.ErrTooManyFragments):
-		log.LogAttrs(context.Background(), slog.LevelInfo, "nfs: connection rejected", append(attrs, slog.Any("err", err))...)
+		log.line(slog.LevelInfo, "nfs: connection rejected", append(attrs, slog.Any("err", err))...)
 	default:
-		log.LogAttrs(context.Background(), slog.LevelInfo, "nfs: connection failed", append(attrs, slog.Any("err", err))...)
+		log.line(slog.LevelInfo, "nfs: connection failed", append(attrs, slog.Any("err", err))...)
 	}
 }
 
