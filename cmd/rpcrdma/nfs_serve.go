@@ -68,41 +68,21 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var p rdma.Provider
-	if *rdmaAddr != "" {
-		if p, err = tf.provider(); err != nil {
-			return err
-		}
+	p, m, err := nfsProvider(&tf, *rdmaAddr != "", nm)
+	if err != nil {
+		return err
 	}
-	ip, _ := p.(*iwarp.Provider)
-	m := newServerMetrics(ip)
-	m.more = nm.families
 	opts := &rpc.ServerOptions{Logger: log, Auth: loggedAuth(log)}
-	var (
-		servers []*rpc.Server
-		closers []io.Closer // the listeners
-		conns   sync.WaitGroup
-	)
-	served := make(chan error, 2)
-	msg := "nfs: serving " + fs.Arg(0) + " as " + *export
-	switch {
-	case *ro && *squash:
-		msg += " (read-only, root squashed)"
-	case *ro:
-		msg += " (read-only)"
-	case *squash:
-		msg += " (root squashed)"
-	}
+	sv := &nfsServing{log: log, clog: clog, served: make(chan error, 2)}
+	defer sv.closeListeners()
+	msg := nfsStartLine(fs.Arg(0), *export, *ro, *squash)
 	if *tcpAddr != "" {
 		l, err := net.Listen("tcp", *tcpAddr)
 		if err != nil {
 			return err
 		}
-		closers = append(closers, l)
-		rs := srv.NewRPCServer(true, opts)
-		servers = append(servers, rs)
-		nm.rpcs = append(nm.rpcs, rs)
-		go func() { served <- serveNFSTCP(l, rs, nm, clog, &conns) }()
+		rs := sv.add(l, srv.NewRPCServer(true, opts), nm)
+		go func() { sv.served <- serveNFSTCP(l, rs, nm, clog, &sv.conns) }()
 		msg += "; tcp " + l.Addr().String() + " (NFS, MOUNT)"
 	}
 	if *rdmaAddr != "" {
@@ -112,19 +92,11 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		closers = append(closers, l)
 		m.setListener(l)
-		rs := srv.NewRPCServer(false, opts)
-		servers = append(servers, rs)
-		nm.rpcs = append(nm.rpcs, rs)
-		go func() { served <- serveNFSRDMA(l, rs, m, clog, &conns) }()
+		rs := sv.add(l, srv.NewRPCServer(false, opts), nm)
+		go func() { sv.served <- serveNFSRDMA(l, rs, m, clog, &sv.conns) }()
 		msg += "; rdma " + l.Addr().String() + " (NFS)"
 	}
-	defer func() {
-		for _, l := range closers {
-			l.Close()
-		}
-	}()
 	if *metricsAddr != "" {
 		if err := m.start(*metricsAddr, log); err != nil {
 			return fmt.Errorf("metrics: %w", err)
@@ -132,30 +104,90 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 		defer m.close()
 	}
 	log.Info(msg)
+	return sv.wait(ctx, *grace)
+}
+
+// nfsProvider returns the RDMA provider the flags ask for (nil when
+// serving TCP alone) and the metrics that follow it and NFS's calls.
+func nfsProvider(tf *transportFlags, rdmaOn bool, nm *nfsMetrics) (rdma.Provider, *serverMetrics, error) {
+	var p rdma.Provider
+	if rdmaOn {
+		var err error
+		if p, err = tf.provider(); err != nil {
+			return nil, nil, err
+		}
+	}
+	ip, _ := p.(*iwarp.Provider)
+	m := newServerMetrics(ip)
+	m.more = nm.families
+	return p, m, nil
+}
+
+// nfsStartLine is the first part of nfs serve's start line.
+func nfsStartLine(dir, export string, ro, squash bool) string {
+	msg := "nfs: serving " + dir + " as " + export
+	switch {
+	case ro && squash:
+		msg += " (read-only, root squashed)"
+	case ro:
+		msg += " (read-only)"
+	case squash:
+		msg += " (root squashed)"
+	}
+	return msg
+}
+
+// nfsServing is what nfs serve runs: an RPC server per listener, the
+// listeners, and the connections they accepted.
+type nfsServing struct {
+	log     *slog.Logger
+	clog    *connLog
+	servers []*rpc.Server
+	closers []io.Closer // the listeners
+	conns   sync.WaitGroup
+	served  chan error // a listener's end
+}
+
+// add records listener l and its server rs, and returns rs.
+func (s *nfsServing) add(l io.Closer, rs *rpc.Server, nm *nfsMetrics) *rpc.Server {
+	s.closers = append(s.closers, l)
+	s.servers = append(s.servers, rs)
+	nm.rpcs = append(nm.rpcs, rs)
+	return rs
+}
+
+func (s *nfsServing) closeListeners() {
+	for _, l := range s.closers {
+		l.Close()
+	}
+}
+
+// wait serves until ctx ends (SIGINT, SIGTERM) or a listener fails, then
+// takes no new connections and lets the calls in flight finish within
+// grace before closing what is left.
+func (s *nfsServing) wait(ctx context.Context, grace time.Duration) error {
 	select {
 	case <-ctx.Done():
-	case err := <-served:
+	case err := <-s.served:
 		if err != nil {
 			return err
 		}
 	}
-	log.Info("shutting down: no new connections; waiting for in-flight calls", "timeout", *grace)
-	for _, l := range closers {
-		l.Close()
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	s.log.Info("shutting down: no new connections; waiting for in-flight calls", "timeout", grace)
+	s.closeListeners()
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	var calls uint64
-	for _, rs := range servers {
+	for _, rs := range s.servers {
 		if err := rs.Shutdown(sctx); err != nil {
-			log.Warn("shutdown timed out; closing connections", "err", err)
+			s.log.Warn("shutdown timed out; closing connections", "err", err)
 			rs.Close()
 		}
 		calls += rs.Stats().Calls
 	}
-	conns.Wait()
-	clog.flush()
-	log.Info("stopped", "calls", calls)
+	s.conns.Wait()
+	s.clog.flush()
+	s.log.Info("stopped", "calls", calls)
 	return nil
 }
 
