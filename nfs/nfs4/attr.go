@@ -254,6 +254,10 @@ func (a *Attr) Decode(d *rpc.BodyDecoder) error {
 	return d.Err()
 }
 
+// appendOne appends attribute id's value. It is one switch, a case per
+// attribute of RFC 8881 Section 5.6 and 5.7 in number order, so that the
+// encoder and decodeOne can be read side by side; split, the order that
+// fattr4 depends on would be spread over several places.
 func (a *Attr) appendOne(b []byte, id AttrID) []byte {
 	switch id {
 	case AttrSupportedAttrs:
@@ -364,6 +368,8 @@ func (a *Attr) appendOne(b []byte, id AttrID) []byte {
 	return b
 }
 
+// decodeOne decodes attribute id's value into a: appendOne's mirror, one
+// case per attribute, for the same reason.
 func (a *Attr) decodeOne(d *rpc.BodyDecoder, id AttrID) {
 	switch id {
 	case AttrSupportedAttrs:
