@@ -86,16 +86,19 @@ type remoteFile struct {
 	info    nfs.FileInfo
 	closeFn func()
 	cancel  context.CancelFunc
+	// parent is the command's context, without --timeout: a transfer
+	// may take longer than a call (ctx bounds connecting and the lookup).
+	parent context.Context
 }
 
 // remoteFileCmd parses the command line of ls or cat and looks its
 // argument up; the caller closes the result.
-func remoteFileCmd(ctx context.Context, name string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*remoteFile, error) {
-	f, rest, ctx, cancel, err := fileCmd(ctx, name, name+" [flags] HOST:/export/path", 1, args, stderr, extra)
+func remoteFileCmd(parent context.Context, name string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*remoteFile, error) {
+	f, rest, ctx, cancel, err := fileCmd(parent, name, name+" [flags] HOST:/export/path", 1, args, stderr, extra)
 	if err != nil {
 		return nil, err
 	}
-	rf := &remoteFile{ctx: ctx, cancel: cancel}
+	rf := &remoteFile{ctx: ctx, parent: parent, cancel: cancel}
 	if r, ok := parseRemote(rest[0]); ok {
 		rf.full = path.Clean(r.path)
 	}
@@ -146,6 +149,6 @@ func nfsCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer rf.close()
-	_, err = nfs.Download(rf.ctx, rf.fsys, rf.h, stdout)
+	_, err = nfs.Download(rf.parent, rf.fsys, rf.h, stdout)
 	return err
 }
