@@ -147,31 +147,26 @@ func (w *creditWindow) broadcastLocked() {
 
 // GrantPolicy decides the credits a responder grants on a connection. The
 // responder keeps at least that many receives posted, so Max bounds the
-// memory a requester can make it commit.
+// memory a requester can make it commit. It grants Max whatever the
+// requester asks, as Linux's svcrdma does (on a shared receive pool the
+// pool lowers it to the calls a connection has in flight, pool.go).
 type GrantPolicy struct {
-	// Max is the largest grant, and the receives posted per connection.
-	// Zero means DefaultCredits.
+	// Max is the grant, and the receives posted per connection. Zero
+	// means DefaultCredits.
 	Max uint32
-	// Echo grants what the requester asked for, clamped to [1, Max],
-	// instead of always granting Max as Linux's server does.
-	Echo bool
 }
 
 // DefaultCredits is the grant a responder offers by default, as Linux's
 // svcrdma does since 6.x (svcrdma_max_requests = 128 in newer kernels).
 const DefaultCredits = 128
 
-// Grant returns the credits to grant a requester that asked for requested.
-// It is never zero (RFC 8166 section 3.3.1).
-func (p GrantPolicy) Grant(requested uint32) uint32 {
-	limit := p.Max
-	if limit == 0 {
-		limit = DefaultCredits
+// Grant returns the credits to grant: Max, or DefaultCredits. It is never
+// zero (RFC 8166 Section 3.3.1).
+func (p GrantPolicy) Grant() uint32 {
+	if p.Max == 0 {
+		return DefaultCredits
 	}
-	if !p.Echo {
-		return limit
-	}
-	return min(max(requested, 1), limit)
+	return p.Max
 }
 
 // sharedGrantCap caps the grant of a connection receiving from a shared
@@ -224,7 +219,7 @@ func callCapacity(asked uint32, recvs, back int) uint32 {
 // policy's largest, never more than the receives posted, recvs, less two
 // for messages outside the credit count and back for backward calls.
 func fixedGrant(p GrantPolicy, recvs, back int) uint32 {
-	return min(p.Grant(^uint32(0)), uint32(max(recvs-2-back, 1)))
+	return min(p.Grant(), uint32(max(recvs-2-back, 1)))
 }
 
 // grantState is the grant a responder offers in every reply and, with a
@@ -270,7 +265,7 @@ func (g *grantState) raiseTo(npending int, requested uint32, p *GrantPolicy) (ui
 	if npending < int(cur) || requested <= cur {
 		return 0, false
 	}
-	limit := min(p.Grant(^uint32(0)), requested, sharedGrantCap)
+	limit := min(p.Grant(), requested, sharedGrantCap)
 	if cur >= limit {
 		return 0, false
 	}

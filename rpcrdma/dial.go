@@ -161,7 +161,7 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, a *admitted
 	if back > 0 {
 		r.back = newBackCaller(c)
 	}
-	slots := responderRecvs(c.cfg.Grant.Grant(^uint32(0)), back, l.pool != nil)
+	slots := responderRecvs(c.cfg.Grant.Grant(), back, l.pool != nil)
 	rcfg := c.cfg.RDMA
 	rcfg.PrivateData = c.cfg.privateData().Append(nil)
 	rcfg.RecvQueueDepth = max(rcfg.RecvQueueDepth, slots)

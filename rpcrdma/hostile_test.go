@@ -707,7 +707,7 @@ func TestResponderOverrun(t *testing.T) {
 		p.rc.Poll(p.cs) // the Send's completion
 	}
 	s := resp.Stats()
-	slots := int(GrantPolicy{Max: 4}.Grant(0)) + 2
+	slots := int(GrantPolicy{Max: 4}.Grant()) + 2
 	if s.CallsPending > slots || s.CallsReceived > uint64(slots) {
 		t.Errorf("%d calls pending, %d passed on; want at most %d, the receives posted", s.CallsPending, s.CallsReceived, slots)
 	}
