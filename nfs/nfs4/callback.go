@@ -100,26 +100,7 @@ func (c *CBCompoundArgs) Decode(d *rpc.BodyDecoder) error {
 	c.Tag = d.Str(MaxTag)
 	c.MinorVersion = d.Uint32()
 	c.CallbackIdent = d.Uint32()
-	n := d.Count(MaxOps, 4)
-	c.Ops = c.Ops[:0]
-	for i := range n {
-		num := d.Uint32()
-		if d.Err() != nil {
-			break
-		}
-		op := newCBArgOp(CBOp(num))
-		if op == nil {
-			d.Fail(&UnknownOpError{Op: num, Index: i, Callback: true})
-			break
-		}
-		if op.Decode(d) != nil {
-			break
-		}
-		c.Ops = append(c.Ops, op)
-	}
-	if len(c.Ops) == 0 {
-		c.Ops = nil
-	}
+	c.Ops = decodeOps(d, c.Ops[:0], 4, true, func(_ int, num uint32) CBArgOp { return newCBArgOp(CBOp(num)) })
 	return d.Err()
 }
 
@@ -146,26 +127,7 @@ func (c *CBCompoundRes) Append(b *rpc.Body) {
 func (c *CBCompoundRes) Decode(d *rpc.BodyDecoder) error {
 	c.Status = Stat(d.Uint32())
 	c.Tag = d.Str(MaxTag)
-	n := d.Count(MaxOps, 8)
-	c.Ops = c.Ops[:0]
-	for i := range n {
-		num := d.Uint32()
-		if d.Err() != nil {
-			break
-		}
-		op := newCBResOp(CBOp(num))
-		if op == nil {
-			d.Fail(&UnknownOpError{Op: num, Index: i, Callback: true})
-			break
-		}
-		if op.Decode(d) != nil {
-			break
-		}
-		c.Ops = append(c.Ops, op)
-	}
-	if len(c.Ops) == 0 {
-		c.Ops = nil
-	}
+	c.Ops = decodeOps(d, c.Ops[:0], 8, true, func(_ int, num uint32) CBResOp { return newCBResOp(CBOp(num)) })
 	return d.Err()
 }
 

@@ -171,26 +171,7 @@ func (c *CompoundArgs) Append(b *rpc.Body) {
 func (c *CompoundArgs) Decode(d *rpc.BodyDecoder) error {
 	c.Tag = d.Str(MaxTag)
 	c.MinorVersion = d.Uint32()
-	n := d.Count(MaxOps, 4)
-	c.Ops = c.Ops[:0]
-	for i := range n {
-		num := d.Uint32()
-		if d.Err() != nil {
-			break
-		}
-		op := newArgOp(Op(num))
-		if op == nil {
-			d.Fail(&UnknownOpError{Op: num, Index: i})
-			break
-		}
-		if op.Decode(d) != nil {
-			break
-		}
-		c.Ops = append(c.Ops, op)
-	}
-	if len(c.Ops) == 0 {
-		c.Ops = nil
-	}
+	c.Ops = decodeOps(d, c.Ops[:0], 4, false, func(_ int, num uint32) ArgOp { return newArgOp(Op(num)) })
 	return d.Err()
 }
 
@@ -227,30 +208,44 @@ func (c *CompoundRes) Append(b *rpc.Body) {
 func (c *CompoundRes) Decode(d *rpc.BodyDecoder) error {
 	c.Status = Stat(d.Uint32())
 	c.Tag = d.Str(MaxTag)
-	n := d.Count(MaxOps, 8)
 	given := c.Ops
-	c.Ops = c.Ops[:0]
+	c.Ops = decodeOps(d, c.Ops[:0], 8, false, func(i int, num uint32) ResOp {
+		if i < len(given) && given[i] != nil && given[i].Op() == Op(num) {
+			return given[i]
+		}
+		return newResOp(Op(num))
+	})
+	return d.Err()
+}
+
+// decodeOps decodes the operation array of a COMPOUND or CB_COMPOUND
+// (RFC 8881 Sections 16.2 and 20.2) into ops, which it returns: at most
+// MaxOps entries of at least minLen bytes each, every one an operation
+// number and the value pick gives for it (nil for a number this codec
+// does not decode, which fails the decoder with an *UnknownOpError, as
+// nothing after it can be found). A failed entry ends the array; what
+// decoded before it is kept.
+func decodeOps[T interface{ Decode(*rpc.BodyDecoder) error }](d *rpc.BodyDecoder, ops []T, minLen int, callback bool, pick func(i int, num uint32) T) []T {
+	n := d.Count(MaxOps, minLen)
 	for i := range n {
 		num := d.Uint32()
 		if d.Err() != nil {
 			break
 		}
-		var op ResOp
-		if i < len(given) && given[i] != nil && given[i].Op() == Op(num) {
-			op = given[i]
-		} else if op = newResOp(Op(num)); op == nil {
-			d.Fail(&UnknownOpError{Op: num, Index: i})
+		op := pick(i, num)
+		if any(op) == nil { // T is an interface: the nil one
+			d.Fail(&UnknownOpError{Op: num, Index: i, Callback: callback})
 			break
 		}
 		if op.Decode(d) != nil {
 			break
 		}
-		c.Ops = append(c.Ops, op)
+		ops = append(ops, op)
 	}
-	if len(c.Ops) == 0 {
-		c.Ops = nil
+	if len(ops) == 0 {
+		return nil
 	}
-	return d.Err()
+	return ops
 }
 
 // newArgOp returns a new arguments value for op, or nil if this codec
