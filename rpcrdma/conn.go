@@ -183,6 +183,9 @@ type role interface {
 	// outstanding returns how many calls are outstanding (requester)
 	// or received and unanswered (responder).
 	outstanding() int
+	// takePeak returns the most calls outstanding at once since the
+	// last takePeak (requester), or 0 (responder).
+	takePeak() int
 	// version returns the version in use (requester) or the highest
 	// one served (responder).
 	version() wire.Version
@@ -343,6 +346,13 @@ func (c *Conn) Info() Info {
 // Config.AbandonTimeout, the connection ends. On a responder it does
 // nothing.
 func (c *Conn) CancelCall(xid uint32) { c.role.cancel(xid) }
+
+// TakePeakInFlight returns the most calls a requester had sent and not
+// yet seen answered at once, since the connection opened or since the
+// last TakePeakInFlight, and starts a new period: how much of the credit
+// grant a workload used, which a sampled StatsSnapshot.CallsPending can
+// miss between samples. On a responder it returns 0.
+func (c *Conn) TakePeakInFlight() int { return c.role.takePeak() }
 
 // RDMA returns the underlying RDMA connection, for its limits and address.
 func (c *Conn) RDMA() rdma.Conn { return c.rc }

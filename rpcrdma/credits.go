@@ -43,6 +43,7 @@ type creditWindow struct {
 	max      uint32        // local capacity: most calls we will have in flight
 	grant    uint32        // peer's grant, clamped to [1, max]
 	inFlight uint32        // calls sent and not yet answered
+	peak     uint32        // the most in flight since takePeak
 	wake     chan struct{} // closed and replaced when a waiter might proceed
 	waiters  int           // acquires waiting on wake
 	closed   error         // set by close; Acquire then fails with it
@@ -85,6 +86,7 @@ func (w *creditWindow) acquire(ctx context.Context) error {
 		}
 		if w.inFlight < w.grant {
 			w.inFlight++
+			w.peak = max(w.peak, w.inFlight)
 			w.mu.Unlock()
 			return nil
 		}
@@ -133,6 +135,17 @@ func (w *creditWindow) state() (grant, inFlight uint32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.grant, w.inFlight
+}
+
+// takePeak returns the most calls in flight at once since the last
+// takePeak (or since the window was made) and starts a new period from
+// the calls in flight now.
+func (w *creditWindow) takePeak() uint32 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.peak
+	w.peak = w.inFlight
+	return p
 }
 
 // broadcastLocked wakes every waiter; with none, there is nothing to do

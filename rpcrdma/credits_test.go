@@ -41,6 +41,34 @@ func TestCreditWindowClamp(t *testing.T) {
 	}
 }
 
+// TestCreditWindowPeak: takePeak reports the most calls in flight at
+// once in its period, even when they have all been answered since, and a
+// new period starts from those still in flight.
+func TestCreditWindowPeak(t *testing.T) {
+	w := newCreditWindow(8)
+	w.update(8)
+	for range 3 {
+		if err := w.acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.release()
+	w.release()
+	if p := w.takePeak(); p != 3 {
+		t.Fatalf("peak after 3 in flight, 2 answered: %d, want 3", p)
+	}
+	if p := w.takePeak(); p != 1 {
+		t.Fatalf("peak of a period with 1 in flight throughout: %d, want 1", p)
+	}
+	w.release()
+	if p := w.takePeak(); p != 1 {
+		t.Fatalf("peak of a period that began with 1 in flight: %d, want 1", p)
+	}
+	if p := w.takePeak(); p != 0 {
+		t.Fatalf("peak of an idle period: %d, want 0", p)
+	}
+}
+
 func TestCreditWindowNeverExceedsGrant(t *testing.T) {
 	w := newCreditWindow(16)
 	w.update(3)

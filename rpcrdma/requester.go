@@ -552,6 +552,8 @@ func (r *requester) outstanding() int {
 	return r.calls.Len()
 }
 
+func (r *requester) takePeak() int { return int(r.credits.takePeak()) }
+
 // backchannel returns the Backchannel whose serving half r owns, or nil.
 func (r *requester) backchannel() *Backchannel {
 	if r.back == nil {

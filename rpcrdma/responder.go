@@ -485,6 +485,8 @@ func (r *responder) version() wire.Version { return r.c.versions[len(r.c.version
 // granted returns the grant this side offers.
 func (r *responder) granted() uint32 { return r.grant.load() }
 
+func (r *responder) takePeak() int { return 0 }
+
 // invalidates reports whether replies use Send With Invalidate: the
 // requester said it accepts it (RFC 8797 section 4.1.1) and this side is
 // not configured not to.

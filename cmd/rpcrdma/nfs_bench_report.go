@@ -211,9 +211,10 @@ type fioJobExtra struct {
 	WriteChunkBytes    uint64 `json:"write_chunk_bytes"`
 	ReplyChunkBytes    uint64 `json:"reply_chunk_bytes"`
 	CallsPending       int    `json:"calls_in_flight_at_end"`
-	// CreditsInUseMax is the most calls the RDMA connections had
-	// outstanding at once, sampled ten times a second: the credits in
-	// use, beside Credits, those granted.
+	// CreditsInUseMax is the most calls one RDMA connection had
+	// outstanding at once during the job, as the transport counts them
+	// (rpcrdma.Conn.TakePeakInFlight): the credits in use, beside
+	// Credits, those granted.
 	CreditsInUseMax int `json:"credits_in_use_max"`
 	// InlineBytes are the bytes of calls sent inline, each copied into
 	// a registered send buffer: what Linux's pull-up count measures the

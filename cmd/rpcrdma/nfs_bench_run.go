@@ -71,7 +71,7 @@ type jobResult struct {
 	rate      int
 	// timeline holds, with --plot, each interval's latencies.
 	timeline []timePoint
-	inUseMax int // the most calls outstanding on the RDMA connections
+	inUseMax int // the most calls outstanding on one RDMA connection
 }
 
 // timePoint is one interval of one direction, for --plot.
@@ -106,6 +106,7 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 		res.info = &info
 	}
 	before := r.rdmaStats()
+	r.peakInFlight()
 	var live, plive atomic.Pointer[[2]*latHist]
 	live.Store(&[2]*latHist{new(latHist), new(latHist)})
 	plotting := r.b.plot != ""
@@ -143,9 +144,6 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
 	var sampler sync.WaitGroup
-	if len(*r.conns) > 0 {
-		sampler.Go(func() { res.inUseMax = r.sampleInUse(stopped) })
-	}
 	if plotting {
 		sampler.Go(func() { res.timeline = sampleTimeline(stopped, measureFrom, time.Duration(b.runtime), &plive) })
 	}
@@ -158,6 +156,7 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 		res.cpu, res.cpuOK = cpu1-cpu0, true
 	}
 	after := r.rdmaStats()
+	res.inUseMax = r.peakInFlight()
 	res.stats = statsDelta(after, before)
 	if err := fail.get(); err != nil {
 		return res, err
@@ -247,20 +246,14 @@ func (w *worker) loop(ctx context.Context, clk *jobClock, live, plive *atomic.Po
 	return nil
 }
 
-// sampleInUse returns the most calls the RDMA connections had
-// outstanding at once, sampled ten times a second until stopped closes.
-func (r *nfsBenchRun) sampleInUse(stopped chan struct{}) int {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
+// peakInFlight returns the most calls any one RDMA connection had
+// outstanding at once since the last peakInFlight: the credits it used.
+func (r *nfsBenchRun) peakInFlight() int {
 	most := 0
-	for {
-		most = max(most, r.rdmaStats().CallsPending)
-		select {
-		case <-stopped:
-			return most
-		case <-tick.C:
-		}
+	for _, c := range *r.conns {
+		most = max(most, c.TakePeakInFlight())
 	}
+	return most
 }
 
 // sampleTimeline takes each interval's latencies from live until stopped

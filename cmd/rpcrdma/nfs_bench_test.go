@@ -81,7 +81,7 @@ func TestNFSBenchFioJSON(t *testing.T) {
 				// The chunks say how the data travelled: WRITE data in read
 				// chunks, READ data in write chunks (RFC 8267 Section 4).
 				if x["rpcrdma_version"] != 1.0 || x["credits"].(float64) < 1 || x["credits_in_use_max"].(float64) < 1 ||
-					x["credits_in_use_max"].(float64) > 8 || x["inline_bytes"].(float64) <= 0 || x["read_chunks"].(float64) < float64(mix.Write.TotalIOs) ||
+					x["credits_in_use_max"].(float64) > 4 || x["inline_bytes"].(float64) <= 0 || x["read_chunks"].(float64) < float64(mix.Write.TotalIOs) ||
 					x["write_chunks"].(float64) < float64(mix.Read.TotalIOs) {
 					t.Errorf("transport facts %v against %d reads, %d writes", x, mix.Read.TotalIOs, mix.Write.TotalIOs)
 				}
