@@ -16,19 +16,211 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
 
+// cmdPing is the ping command: it connects, prints what the connection
+// negotiated and makes --count NULL calls, printing each round trip and
+// a summary.
 func cmdPing(args []string, stdout, stderr io.Writer) error {
+	o, err := parsePingFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	p, err := o.tf.provider()
+	if err != nil {
+		return err
+	}
+	pg := &pinger{o: o, out: stdout, p: p, cfg: o.tf.config(o.tf.logger()), conns: make(chan *rpcrdma.Conn, 1)}
+	cli, err := pg.connect()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	rtts, failed, err := pg.calls(cli)
+	if err != nil {
+		return err
+	}
+	return o.summary(stdout, rtts, failed)
+}
+
+// pingOptions are ping's flags and its address.
+type pingOptions struct {
+	addr      string
+	prog      progFlag
+	vers      uint
+	count     int
+	interval  time.Duration
+	timeout   time.Duration
+	reconnect bool
+	tf        transportFlags
+}
+
+// parsePingFlags parses ping's arguments and checks the flags' values.
+func parsePingFlags(args []string, stderr io.Writer) (*pingOptions, error) {
+	o := pingOptions{prog: progFlag(benchprog.Prog)}
 	fs := newFlags("ping", "ping [flags] HOST:PORT", stderr)
-	prog := progFlag(benchprog.Prog)
-	fs.Var(&prog, "prog", "program `number` to call NULL on, decimal or 0x hexadecimal (100003 for NFS)")
-	vers := fs.Uint("vers", benchprog.Vers, "program version")
-	count := fs.Int("count", 3, "number of NULL calls")
-	interval := fs.Duration("interval", 200*time.Millisecond, "pause between calls")
-	timeout := fs.Duration("timeout", 10*time.Second, "limit for connecting and for each call; 0: none")
-	reconnect := fs.Bool("reconnect", false, "when the connection is lost, connect again and carry on, sending the call in flight again; a call that fails is reported and counted, and ping goes on")
-	var tf transportFlags
-	tf.register(fs, false)
+	fs.Var(&o.prog, "prog", "program `number` to call NULL on, decimal or 0x hexadecimal (100003 for NFS)")
+	fs.UintVar(&o.vers, "vers", benchprog.Vers, "program version")
+	fs.IntVar(&o.count, "count", 3, "number of NULL calls")
+	fs.DurationVar(&o.interval, "interval", 200*time.Millisecond, "pause between calls")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "limit for connecting and for each call; 0: none")
+	fs.BoolVar(&o.reconnect, "reconnect", false, "when the connection is lost, connect again and carry on, sending the call in flight again; a call that fails is reported and counted, and ping goes on")
+	o.tf.register(fs, false)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: rpcrdma ping [flags] HOST:PORT
+		fmt.Fprint(fs.Output(), pingUsage)
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	switch fs.NArg() {
+	case 0:
+		return nil, usagef("want one address, HOST:PORT")
+	case 1:
+	default:
+		return nil, usagef("unexpected argument %q: want one address, HOST:PORT", fs.Arg(1))
+	}
+	if err := o.tf.check(); err != nil {
+		return nil, err
+	}
+	if o.count < 1 {
+		return nil, usagef("--count %d: want at least 1", o.count)
+	}
+	if o.interval < 0 {
+		return nil, usagef("--interval %v: want 0 or more", o.interval)
+	}
+	if o.timeout < 0 {
+		return nil, usagef("--timeout %v: want 0 (none) or more", o.timeout)
+	}
+	o.addr = fs.Arg(0)
+	return &o, nil
+}
+
+// withTimeout returns a context bounded by --timeout, unless it is 0.
+func (o *pingOptions) withTimeout() (context.Context, context.CancelFunc) {
+	if o.timeout == 0 {
+		return context.WithCancel(context.Background())
+	}
+	return context.WithTimeout(context.Background(), o.timeout)
+}
+
+// pinger makes ping's connections and calls.
+type pinger struct {
+	o   *pingOptions
+	out io.Writer
+	p   rdma.Provider
+	cfg *rpcrdma.Config
+	// conns receives each connection made, for its negotiation to be
+	// printed before the next call's round trip.
+	conns chan *rpcrdma.Conn
+}
+
+// dial connects to the address and posts the connection on conns.
+func (pg *pinger) dial(ctx context.Context) (rpc.Transport, error) {
+	c, err := rpcrdma.Dial(ctx, pg.p, pg.o.addr, pg.cfg)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-pg.conns: // never printed: replaced before a call ended
+	default:
+	}
+	pg.conns <- c
+	return c, nil
+}
+
+// connect returns the client ping calls with: on one connection, or with
+// --reconnect one that dials again when its connection is lost.
+func (pg *pinger) connect() (*rpc.Client, error) {
+	ctx, cancel := pg.o.withTimeout()
+	defer cancel()
+	if pg.o.reconnect {
+		cli, err := rpc.DialClient(ctx, rpc.ReconnectConfig{Dial: pg.dial})
+		if err != nil {
+			return nil, describeDialError(pg.o.addr, err)
+		}
+		return cli, nil
+	}
+	first, err := pg.dial(ctx)
+	if err != nil {
+		return nil, describeDialError(pg.o.addr, err)
+	}
+	return rpc.NewClient(first), nil
+}
+
+// calls makes the --count NULL calls, printing each round trip, and
+// returns those of the calls that succeeded and the number that failed.
+// Without --reconnect the first failure ends it with its error.
+func (pg *pinger) calls(cli *rpc.Client) ([]time.Duration, int, error) {
+	var rtts []time.Duration
+	failed := 0
+	for i := 0; i < pg.o.count; i++ {
+		if i > 0 {
+			time.Sleep(pg.o.interval)
+		}
+		rtt, err := pg.call(cli, i)
+		if err != nil {
+			if !pg.o.reconnect {
+				return nil, 0, err
+			}
+			fmt.Fprintln(pg.out, err)
+			failed++
+			continue
+		}
+		rtts = append(rtts, rtt)
+		fmt.Fprintf(pg.out, "NULL %d: %v\n", i+1, rtt.Round(time.Microsecond))
+	}
+	return rtts, failed, nil
+}
+
+// call makes NULL call i and returns its round trip, printing first what
+// a connection made since the last call negotiated.
+func (pg *pinger) call(cli *rpc.Client, i int) (time.Duration, error) {
+	ctx, cancel := pg.o.withTimeout()
+	start := time.Now()
+	err := cli.Null(ctx, uint32(pg.o.prog), uint32(pg.o.vers))
+	rtt := time.Since(start)
+	cancel()
+	select {
+	case conn := <-pg.conns:
+		if i > 0 {
+			fmt.Fprintf(pg.out, "connection lost; connected again (%d dials failed meanwhile)\n", cli.Stats().DialErrors)
+		}
+		printInfo(pg.out, pg.o.addr, conn, pg.o.tf)
+	default:
+	}
+	if err != nil {
+		err = fmt.Errorf("NULL call %d to program %s version %d: %w", i+1, progString(uint32(pg.o.prog)), pg.o.vers, err)
+		if i == 0 && pg.o.tf.firstSendDelay == 0 && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (a Linux soft-iWARP server needs --first-send-delay %v)", err, iwarp.SiwFirstSendDelay)
+		}
+		return 0, err
+	}
+	return rtt, nil
+}
+
+// summary prints the round trips' least, median, mean and greatest, and
+// returns an error when any call failed.
+func (o *pingOptions) summary(w io.Writer, rtts []time.Duration, failed int) error {
+	if len(rtts) == 0 {
+		return fmt.Errorf("all %d NULL calls failed", o.count)
+	}
+	var sum time.Duration
+	v := make([]float64, len(rtts))
+	for i, r := range rtts {
+		sum += r
+		v[i] = float64(r)
+	}
+	med, rg := median(v) // as bench's: the mean of the middle two of an even count
+	us := func(f float64) time.Duration { return time.Duration(f).Round(time.Microsecond) }
+	fmt.Fprintf(w, "%s: min %v, median %v, avg %v, max %v\n", plural(len(rtts), "call"),
+		us(rg[0]), us(med), (sum / time.Duration(len(rtts))).Round(time.Microsecond), us(rg[1]))
+	if failed > 0 {
+		return fmt.Errorf("%d of %d NULL calls failed", failed, o.count)
+	}
+	return nil
+}
+
+// pingUsage is ping's --help, before the flags.
+const pingUsage = `usage: rpcrdma ping [flags] HOST:PORT
 
 Connects over the software iWARP, prints what the connection negotiated
 (RPC-over-RDMA version, MPA revision, CRC, inline sizes each way, credits,
@@ -43,125 +235,7 @@ server is down, rejects the connection, or does not speak RPC-over-RDMA;
 exits 2 for a wrong flag or argument.
 
 flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	switch fs.NArg() {
-	case 0:
-		return usagef("want one address, HOST:PORT")
-	case 1:
-	default:
-		return usagef("unexpected argument %q: want one address, HOST:PORT", fs.Arg(1))
-	}
-	if err := tf.check(); err != nil {
-		return err
-	}
-	if *count < 1 {
-		return usagef("--count %d: want at least 1", *count)
-	}
-	if *interval < 0 {
-		return usagef("--interval %v: want 0 or more", *interval)
-	}
-	if *timeout < 0 {
-		return usagef("--timeout %v: want 0 (none) or more", *timeout)
-	}
-	// withTimeout bounds ctx by --timeout, unless it is 0.
-	withTimeout := func() (context.Context, context.CancelFunc) {
-		if *timeout == 0 {
-			return context.WithCancel(context.Background())
-		}
-		return context.WithTimeout(context.Background(), *timeout)
-	}
-	addr := fs.Arg(0)
-	p, err := tf.provider()
-	if err != nil {
-		return err
-	}
-	cfg := tf.config(tf.logger())
-	// conns receives each connection made, for its negotiation to be
-	// printed before the next call's round trip.
-	conns := make(chan *rpcrdma.Conn, 1)
-	dial := func(ctx context.Context) (rpc.Transport, error) {
-		c, err := rpcrdma.Dial(ctx, p, addr, cfg)
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case <-conns: // never printed: replaced before a call ended
-		default:
-		}
-		conns <- c
-		return c, nil
-	}
-	ctx, cancel := withTimeout()
-	var cli *rpc.Client
-	var first rpc.Transport
-	if *reconnect {
-		cli, err = rpc.DialClient(ctx, rpc.ReconnectConfig{Dial: dial})
-	} else if first, err = dial(ctx); err == nil {
-		cli = rpc.NewClient(first)
-	}
-	cancel()
-	if err != nil {
-		return describeDialError(addr, err)
-	}
-	defer cli.Close()
-
-	var rtts []time.Duration
-	failed := 0
-	for i := 0; i < *count; i++ {
-		if i > 0 {
-			time.Sleep(*interval)
-		}
-		ctx, cancel := withTimeout()
-		start := time.Now()
-		err := cli.Null(ctx, uint32(prog), uint32(*vers))
-		rtt := time.Since(start)
-		cancel()
-		select {
-		case conn := <-conns:
-			if i > 0 {
-				fmt.Fprintf(stdout, "connection lost; connected again (%d dials failed meanwhile)\n", cli.Stats().DialErrors)
-			}
-			printInfo(stdout, addr, conn, tf)
-		default:
-		}
-		if err != nil {
-			err = fmt.Errorf("NULL call %d to program %s version %d: %w", i+1, progString(uint32(prog)), *vers, err)
-			if i == 0 && tf.firstSendDelay == 0 && errors.Is(err, context.DeadlineExceeded) {
-				err = fmt.Errorf("%w (a Linux soft-iWARP server needs --first-send-delay %v)", err, iwarp.SiwFirstSendDelay)
-			}
-			if !*reconnect {
-				return err
-			}
-			fmt.Fprintln(stdout, err)
-			failed++
-			continue
-		}
-		rtts = append(rtts, rtt)
-		fmt.Fprintf(stdout, "NULL %d: %v\n", i+1, rtt.Round(time.Microsecond))
-	}
-	if len(rtts) == 0 {
-		return fmt.Errorf("all %d NULL calls failed", *count)
-	}
-	var sum time.Duration
-	v := make([]float64, len(rtts))
-	for i, r := range rtts {
-		sum += r
-		v[i] = float64(r)
-	}
-	med, rg := median(v) // as bench's: the mean of the middle two of an even count
-	us := func(f float64) time.Duration { return time.Duration(f).Round(time.Microsecond) }
-	fmt.Fprintf(stdout, "%s: min %v, median %v, avg %v, max %v\n", plural(len(rtts), "call"),
-		us(rg[0]), us(med), (sum / time.Duration(len(rtts))).Round(time.Microsecond), us(rg[1]))
-	if failed > 0 {
-		return fmt.Errorf("%d of %d NULL calls failed", failed, *count)
-	}
-	return nil
-}
+`
 
 func printInfo(w io.Writer, addr string, conn *rpcrdma.Conn, tf transportFlags) {
 	in := conn.Info()
