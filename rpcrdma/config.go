@@ -131,6 +131,13 @@ type Config struct {
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
 
+	// ConnState, on a responder, is called as each connection a
+	// Listener admits changes state (ConnState says when, and on which
+	// goroutine), as net/http's Server.ConnState is: for metrics, logs
+	// and tracking what Serve accepted. nil: not called. A requester
+	// (Dial) ignores it.
+	ConnState func(*Conn, ConnState)
+
 	// RDMA is passed to the provider for the connection's queue pair
 	// (depths, IRD/ORD). PrivateData and Prepare are set by this package
 	// and ignored here.

@@ -152,6 +152,10 @@ type Conn struct {
 	// the memory registered here counts there too, and so do the
 	// limits that act here (bounds.go).
 	ln *Listener
+	// A responder's request, for its addresses before rc is set, and
+	// whether StateClosed has been reported (connstate.go).
+	creq        rdma.ConnRequest
+	stateClosed atomic.Bool
 }
 
 // role is what a requester and a responder each do for their Conn: with
@@ -328,6 +332,7 @@ type Info struct {
 func (c *Conn) Info() Info {
 	v := c.role.version()
 	n := c.negV[v]
+	local, remote := c.addrs()
 	return Info{
 		Version:            v,
 		PeerPrivateData:    n.peerPD,
@@ -335,8 +340,8 @@ func (c *Conn) Info() Info {
 		RecvInline:         n.recvLimit,
 		RemoteInvalidation: c.role.invalidates(&n),
 		Credits:            c.role.granted(),
-		Local:              c.rc.LocalAddr(),
-		Remote:             c.rc.RemoteAddr(),
+		Local:              local,
+		Remote:             remote,
 	}
 }
 
@@ -359,7 +364,10 @@ func (c *Conn) RDMA() rdma.Conn { return c.rc }
 
 // RemoteAddr returns the peer's address. An rpc.Server's reply cache uses
 // it to tell clients apart.
-func (c *Conn) RemoteAddr() net.Addr { return c.rc.RemoteAddr() }
+func (c *Conn) RemoteAddr() net.Addr {
+	_, remote := c.addrs()
+	return remote
+}
 
 // setup allocates the buffer rings and posts every receive. It runs from
 // rdma.ConnConfig.Prepare, before the peer may send.
@@ -563,7 +571,8 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // rpc.Server has sent, say) go out first, for up to closeDrain. Calls
 // outstanding on a requester then fail with a connection error; Recv
 // returns. It waits for the loop and every side goroutine to exit and is
-// idempotent.
+// idempotent. On a Listener's connection it then reports StateClosed to
+// Config.ConnState, once.
 func (c *Conn) Close() error {
 	c.drain(closeDrain)
 	c.fail(rdma.ErrClosed)
@@ -573,6 +582,7 @@ func (c *Conn) Close() error {
 	c.sideMu.Unlock()
 	c.side.Wait()
 	c.role.sideEnded() // what the side goroutines handed over after the loop ended
+	c.reportClosed()
 	return nil
 }
 

@@ -125,6 +125,7 @@ func (l *Listener) Close() error {
 // room (admission.go), or is rejected when every connection it competes
 // with has a call in flight; one whose acceptance takes longer than
 // Bounds.HandshakeTimeout is abandoned, before Accept waits for the next.
+// Config.ConnState hears of each request admitted (ConnState).
 func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	for {
 		req, err := l.l.Accept(ctx)
@@ -155,8 +156,10 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, a *admitted) (*Conn, error) {
 	c := newConn(l.cfg, wire.Version1, wire.Version2)
 	c.ln = l
+	c.creq = req
 	r := newResponder(c)
 	c.resp, c.role = r, r
+	c.setState(StateNew)
 	back := int(c.cfg.BackwardCredits)
 	if back > 0 {
 		r.back = newBackCaller(c)
@@ -181,6 +184,7 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, a *admitted
 			r.onEnd()
 			l.limit(LimitReceives, req.RemoteAddr())
 			req.Reject(nil)
+			c.handshakeFailed(errPoolFull)
 			return nil, errPoolFull
 		}
 		r.allot.Store(int64(sharedFirstGrant + back))
@@ -217,12 +221,14 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, a *admitted
 		if ctx.Err() == nil && actx.Err() != nil {
 			l.limit(LimitHandshakeTimeout, req.RemoteAddr())
 		}
+		c.handshakeFailed(err)
 		return nil, err
 	}
 	c.rc = rc
 	c.start()
 	r.watch()
 	l.enlist(a, r)
+	c.setState(StateEstablished)
 	return c, nil
 }
 
@@ -233,7 +239,9 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, a *admitted
 // otherwise (net.ErrClosed when l was closed), leaving l open.
 // Connections already accepted go on being served: srv.Shutdown ends them
 // gracefully (in-flight calls complete first) and waits for them,
-// srv.Close ends them at once.
+// srv.Close ends them at once. The Config.ConnState of l follows each
+// connection, from its request to its end (connstate.go), as net/http's
+// Server.ConnState does.
 func Serve(ctx context.Context, l *Listener, srv *rpc.Server) error {
 	err := srv.ServeAcceptor(acceptor{ctx, l})
 	if ctx.Err() != nil && !errors.Is(err, rpc.ErrServerClosed) {
