@@ -94,35 +94,85 @@ type sample struct {
 // setListener makes the metrics report l's limits and memory.
 func (m *serverMetrics) setListener(l *rpcrdma.Listener) { m.listener.Store(l) }
 
-// families returns the metrics as they are now, in a fixed order.
-func (m *serverMetrics) families() []family {
+// connTotals are the counters summed over every connection, the closed
+// ones' included, and the gauges summed over the open ones, read at one
+// instant.
+type connTotals struct {
+	sum                    rpcrdma.StatsSnapshot
+	live, granted, pending int
+	registered             int64
+	opened                 uint64
+	procs                  []string // the procedures counted in calls, sorted
+}
+
+// totals reads the connections' counters under m.mu.
+func (m *serverMetrics) totals() connTotals {
 	m.mu.Lock()
-	sum := m.closed
-	var live, granted, pending int
-	var registered int64
+	t := connTotals{sum: m.closed}
 	for c := range m.conns {
 		s := c.Stats()
-		sum.Add(&s)
-		registered += s.Registered
-		pending += s.CallsPending
-		granted += int(c.Info().Credits)
-		live++
+		t.sum.Add(&s)
+		t.registered += s.Registered
+		t.pending += s.CallsPending
+		t.granted += int(c.Info().Credits)
+		t.live++
 	}
-	opened := m.opened
-	procs := make([]string, 0, len(m.calls))
+	t.opened = m.opened
+	t.procs = make([]string, 0, len(m.calls))
 	for name := range m.calls {
-		procs = append(procs, name)
+		t.procs = append(t.procs, name)
 	}
 	m.mu.Unlock()
-	slices.Sort(procs)
+	slices.Sort(t.procs)
+	return t
+}
 
-	one := func(name, help string, typ metricType, v float64) family {
-		return family{name: name, help: help, typ: typ, samples: []sample{{value: v}}}
+// single returns a family of one sample with no label.
+func single(name, help string, typ metricType, v float64) family {
+	return family{name: name, help: help, typ: typ, samples: []sample{{value: v}}}
+}
+
+// families returns the metrics as they are now, in a fixed order.
+func (m *serverMetrics) families() []family {
+	t := m.totals()
+	ln := m.listener.Load()
+	var ls rpcrdma.ListenerStats
+	if ln != nil {
+		ls = ln.Stats()
 	}
 	calls := family{name: "rpcrdma_calls_total", help: "RPC calls handled, by program procedure.", typ: counterType}
-	for _, name := range procs {
+	for _, name := range t.procs {
 		calls.samples = append(calls.samples, sample{"proc", name, float64(m.calls[name].Load())})
 	}
+	fams := []family{calls}
+	fams = append(fams, dataFamilies(&t.sum)...)
+	fams = append(fams, discardFamilies(&t.sum, ln, &ls)...)
+	if ln != nil {
+		fams = append(fams, single("rpcrdma_memory_bytes", "Bytes the calls in progress hold now, from the server's memory budget (Bounds.ServerMemory).", gaugeType, float64(ls.Memory)))
+	}
+	if m.provider != nil {
+		ps := m.provider.Stats()
+		fams = append(fams, family{name: "rpcrdma_iwarp_terminates_total", help: "RDMAP Terminate messages, sent (a violation detected here) or received.", typ: counterType, samples: []sample{
+			{"direction", "sent", float64(ps.TerminatesSent)},
+			{"direction", "received", float64(ps.TerminatesRecv)},
+		}})
+	}
+	fams = append(fams,
+		single("rpcrdma_connections", "Connections open now.", gaugeType, float64(t.live)),
+		single("rpcrdma_connections_total", "Connections accepted since start.", counterType, float64(t.opened)),
+		single("rpcrdma_registered_bytes", "Memory registered for RDMA now, buffer rings included.", gaugeType, float64(t.registered)),
+		single("rpcrdma_credits_granted", "Credits granted, summed over open connections.", gaugeType, float64(t.granted)),
+		single("rpcrdma_credits_in_use", "Calls received and not yet answered (credits in use), summed over open connections.", gaugeType, float64(t.pending)),
+	)
+	if m.more != nil {
+		fams = append(fams, m.more()...)
+	}
+	return fams
+}
+
+// dataFamilies are the messages by data path, the bytes by chunk type
+// and the RDMA_ERRORs sent and received by code.
+func dataFamilies(sum *rpcrdma.StatsSnapshot) []family {
 	paths := family{name: "rpcrdma_data_path_total", help: "Messages by the data path that carried them (responder side: read chunks pulled, write chunks filled, replies inline or in a reply chunk, long calls).", typ: counterType, samples: []sample{
 		{"path", "inline", float64(sum.Inline)},
 		{"path", "read_chunk", float64(sum.ReadChunks)},
@@ -143,17 +193,18 @@ func (m *serverMetrics) families() []family {
 		errSent.samples = append(errSent.samples, sample{"code", name, float64(sum.ErrorsSent[code])})
 		errRecv.samples = append(errRecv.samples, sample{"code", name, float64(sum.ErrorsReceived[code])})
 	}
-	// Every drop and rejection by reason, named as StatsSnapshot.Counters
-	// names them ("dropped_credit_overrun", "rejected_chunk").
+	return []family{paths, bytes, errSent, errRecv}
+}
+
+// discardFamilies are every drop and rejection by reason, named as
+// StatsSnapshot.Counters names them ("dropped_credit_overrun",
+// "rejected_chunk"), and the Bounds that acted ("limit_idle"), as the
+// listener ln counts them where there is one (every one, those refusing
+// a request before any connection exists too), else as the connections
+// do.
+func discardFamilies(sum *rpcrdma.StatsSnapshot, ln *rpcrdma.Listener, ls *rpcrdma.ListenerStats) []family {
 	discarded := family{name: "rpcrdma_discarded_total", help: "Messages received and dropped (reason dropped_*) or rejected with RDMA_ERROR (reason rejected_*), by reason.", typ: counterType}
-	// The Bounds that acted ("limit_idle"): the Listener counts every
-	// one, those refusing a request before any connection exists too.
 	limits := family{name: "rpcrdma_limits_total", help: "Connection requests refused and connections closed by one of the server's bounds, by reason.", typ: counterType}
-	ln := m.listener.Load()
-	var ls rpcrdma.ListenerStats
-	if ln != nil {
-		ls = ln.Stats()
-	}
 	for _, c := range sum.Counters() {
 		switch {
 		case strings.HasPrefix(c.Name, "dropped_"), strings.HasPrefix(c.Name, "rejected_"):
@@ -169,28 +220,7 @@ func (m *serverMetrics) families() []family {
 			}
 		}
 	}
-	fams := []family{calls, paths, bytes, errSent, errRecv, discarded, limits}
-	if ln != nil {
-		fams = append(fams, one("rpcrdma_memory_bytes", "Bytes the calls in progress hold now, from the server's memory budget (Bounds.ServerMemory).", gaugeType, float64(ls.Memory)))
-	}
-	if m.provider != nil {
-		ps := m.provider.Stats()
-		fams = append(fams, family{name: "rpcrdma_iwarp_terminates_total", help: "RDMAP Terminate messages, sent (a violation detected here) or received.", typ: counterType, samples: []sample{
-			{"direction", "sent", float64(ps.TerminatesSent)},
-			{"direction", "received", float64(ps.TerminatesRecv)},
-		}})
-	}
-	fams = append(fams,
-		one("rpcrdma_connections", "Connections open now.", gaugeType, float64(live)),
-		one("rpcrdma_connections_total", "Connections accepted since start.", counterType, float64(opened)),
-		one("rpcrdma_registered_bytes", "Memory registered for RDMA now, buffer rings included.", gaugeType, float64(registered)),
-		one("rpcrdma_credits_granted", "Credits granted, summed over open connections.", gaugeType, float64(granted)),
-		one("rpcrdma_credits_in_use", "Calls received and not yet answered (credits in use), summed over open connections.", gaugeType, float64(pending)),
-	)
-	if m.more != nil {
-		fams = append(fams, m.more()...)
-	}
-	return fams
+	return []family{discarded, limits}
 }
 
 // exposition is the Content-Type of the text format written by
