@@ -31,13 +31,19 @@ package rpcrdma
 // (replyGrant, reclaimCredits).
 //
 // The pool outlives the Listener's Close while connections it accepted
-// are open: it is closed with the last of them.
+// are open: it is closed with the last of them. The call that closes it,
+// the Listener's Close or the last connection's, waits for the
+// dispatcher to exit, except while the dispatcher is handing a message
+// to a connection: that close may then be running on the dispatcher, or
+// be one the message's handling waits for (Conn.fail's once), and the
+// dispatcher exits by itself when the message is handled.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -60,6 +66,9 @@ type sharedPool struct {
 	spare int // receives never promised: messages outside the credit count
 	sges  [][1]rdma.SGE
 	done  chan struct{} // closed when the dispatcher exits
+	// handing is set, under mu, when the dispatcher takes a connection
+	// from byRC to hand it a message, and cleared once it has.
+	handing atomic.Bool
 
 	mu       sync.Mutex
 	byRC     map[rdma.Conn]*Conn
@@ -138,12 +147,14 @@ func (p *sharedPool) onCompletion(comp rdma.Completion) {
 	if comp.Status == rdma.StatusSuccess {
 		p.mu.Lock()
 		c := p.byRC[comp.Conn]
+		p.handing.Store(c != nil)
 		p.mu.Unlock()
 		// A connection that has ended takes no more messages: its loop
 		// has delivered its last.
 		if c != nil && c.Err() == nil {
 			c.handleRecv(comp, p.mr.Bytes()[slot*p.size:][:comp.Len])
 		}
+		p.handing.Store(false)
 	}
 	if err := p.post(slot); err != nil {
 		p.l.log.Debug("rpcrdma: shared receive not reposted", "slot", slot, "err", err)
@@ -173,34 +184,46 @@ func (p *sharedPool) attach(rc rdma.Conn, c *Conn) {
 // closes the pool.
 func (p *sharedPool) detach(rc rdma.Conn, n int64) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if rc != nil {
 		delete(p.byRC, rc)
 	}
 	p.allotted -= int(n)
-	p.closeIfDoneLocked()
+	wait := p.closeIfDoneLocked()
+	p.mu.Unlock()
+	if wait {
+		<-p.done
+	}
 }
 
 // listenerClosed closes the pool now if no connection uses it, else with
 // the last.
 func (p *sharedPool) listenerClosed() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closing = true
-	p.closeIfDoneLocked()
+	wait := p.closeIfDoneLocked()
+	p.mu.Unlock()
+	if wait {
+		<-p.done
+	}
 }
 
-func (p *sharedPool) closeIfDoneLocked() {
+// closeIfDoneLocked closes the pool once the Listener is closed and no
+// connection uses it. It returns whether the caller is to wait for the
+// dispatcher (p.done) once it has let go of p.mu: when it closed the
+// pool and the dispatcher is not handing a message to a connection,
+// which, with byRC empty, it will not do again.
+func (p *sharedPool) closeIfDoneLocked() bool {
 	if !p.closing || p.closed || len(p.byRC) > 0 {
-		return
+		return false
 	}
 	if err := p.q.Close(); err != nil {
 		// A connection still being accepted is attached at the
 		// provider; its detach closes the pool.
-		return
+		return false
 	}
 	p.closed = true
 	p.l.registered.Add(-int64(p.depth * p.size))
+	return !p.handing.Load()
 }
 
 // shared reports whether c receives from its Listener's pool.

@@ -1,12 +1,14 @@
 package rpcrdma
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/leaktest"
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/loopback"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
@@ -240,5 +242,67 @@ func TestSharedPoolLowersGrant(t *testing.T) {
 		if got := allotted(); got <= 1 {
 			t.Errorf("%d receives promised after more bursts: the grant was not raised again", got)
 		}
+	})
+}
+
+// TestSharedPoolWaitsForDispatcher: the close that closes a shared pool
+// returns once the pool's dispatcher has exited: the Listener's Close
+// when no connection uses the pool, else the last connection's Close.
+func TestSharedPoolWaitsForDispatcher(t *testing.T) {
+	gone := func(t *testing.T, pool *sharedPool, closer string) {
+		t.Helper()
+		select {
+		case <-pool.done:
+		default:
+			t.Errorf("the pool's dispatcher still runs when %s has returned", closer)
+		}
+	}
+	listen := func(t *testing.T, n *loopback.Network) *Listener {
+		l, err := Listen(context.Background(), n, "", &Config{Bounds: Bounds{SharedReceives: 16}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	t.Run("listener", func(t *testing.T) {
+		leaktest.Check(t)
+		l := listen(t, loopback.New())
+		pool := l.pool
+		l.Close()
+		gone(t, pool, "Listener.Close")
+	})
+	t.Run("last connection", func(t *testing.T) {
+		leaktest.Check(t)
+		ctx := ctxT(t)
+		n := loopback.New()
+		l := listen(t, n)
+		pool := l.pool
+		accepted := make(chan *Conn, 1)
+		go func() {
+			c, err := l.Accept(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			accepted <- c
+		}()
+		cc, err := Dial(ctx, n, l.Addr().String(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := <-accepted
+		if sc == nil {
+			cc.Close()
+			l.Close()
+			return
+		}
+		l.Close()
+		select {
+		case <-pool.done:
+			t.Error("the pool closed with its Listener while a connection uses it")
+		default:
+		}
+		cc.Close()
+		sc.Close()
+		gone(t, pool, "the last connection's Close")
 	})
 }
