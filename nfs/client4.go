@@ -12,11 +12,12 @@ package nfs
 // again by the rpc layer unchanged, on the same slot with the same
 // sequence ID. A session the server lost (NFS4ERR_BADSESSION,
 // NFS4ERR_DEADSESSION) is created again, and a client ID it lost
-// (NFS4ERR_STALE_CLIENTID) is exchanged again, before the request is
-// retried. While no request runs, SEQUENCE alone renews the lease.
+// (NFS4ERR_STALE_CLIENTID) is exchanged again and the client's open
+// state reclaimed (client4_recover.go), before the request is retried.
+// While no request runs, SEQUENCE alone renews the lease.
 //
-// Goroutines: the rpc.Clients' own, and one that renews the lease; Close
-// stops and waits for it.
+// Goroutines: the rpc.Clients' own, one that renews the lease, and one
+// for a recovery while it runs; Close stops and waits for them.
 
 import (
 	"context"
@@ -73,13 +74,20 @@ type Client4 struct {
 	inFlight []atomic.Int32 // per connection, the calls in flight
 	next     atomic.Uint32  // round-robin over conns
 
-	// mu guards the session and client ID, which recover replaces.
-	mu        sync.Mutex
-	s         *session4
-	clientID  uint64
-	csSeq     uint32 // CREATE_SESSION's csa_sequence (RFC 8881 Section 18.36.4)
-	verifier  nfs4.Verifier
-	exchanged nfs4.ExchangeIDRes // the last EXCHANGE_ID's results, server owner and scope copied
+	// mu guards the session and client ID, which recovery replaces, and
+	// the open files, which it reclaims.
+	mu         sync.Mutex
+	s          *session4
+	pending    *session4 // a session a recovery is reclaiming with, not yet s
+	clientID   uint64
+	csSeq      uint32 // CREATE_SESSION's csa_sequence (RFC 8881 Section 18.36.4)
+	verifier   nfs4.Verifier
+	exchanged  nfs4.ExchangeIDRes // the last EXCHANGE_ID's results, server owner and scope copied
+	opens      map[*File4]struct{}
+	recovering chan struct{} // non-nil while a recovery runs; closed when it ends
+	recovered  error         // how the last recovery ended
+	recStats   recoveryStats
+	recoveries sync.WaitGroup // the recovery goroutine, for Close
 
 	root      nfs4.FileHandle
 	rootAttr  nfs4.Attr
@@ -144,7 +152,7 @@ func Mount4(ctx context.Context, cfg Config4) (*Client4, error) {
 		rand.Read(r[:])
 		cfg.OwnerID = fmt.Appendf(nil, "go-rpcrdma/%s/%d/%x", host, os.Getpid(), r)
 	}
-	c := &Client4{cfg: cfg, cred: cred, stop: make(chan struct{}), renewDone: make(chan struct{})}
+	c := &Client4{cfg: cfg, cred: cred, stop: make(chan struct{}), renewDone: make(chan struct{}), opens: map[*File4]struct{}{}}
 	c.cb = newCallbacks(c)
 	rand.Read(c.verifier[:])
 	dial := func(ctx context.Context) (rpc.Transport, error) {
@@ -184,23 +192,6 @@ func (c *Client4) closeConns() {
 		rc.Close()
 	}
 	close(c.renewDone)
-}
-
-// establish exchanges a client ID, creates a session and says reclaim is
-// complete.
-func (c *Client4) establish(ctx context.Context) error {
-	if err := c.exchangeID(ctx); err != nil {
-		return err
-	}
-	if err := c.createSession(ctx); err != nil {
-		return err
-	}
-	var rc nfs4.ReclaimCompleteRes
-	if err := c.compound(ctx, []nfs4.ArgOp{&nfs4.ReclaimCompleteArgs{}}, []nfs4.ResOp{&rc}, callOpts{}); err != nil &&
-		!errors.Is(err, nfs4.ErrCompleteAlready) {
-		return err
-	}
-	return nil
 }
 
 // plain makes a COMPOUND without SEQUENCE, as EXCHANGE_ID and
@@ -278,7 +269,7 @@ const (
 // when that connection can carry backward calls (RFC 8167).
 // use_conn_in_rdma_mode and CREATE_SESSION4_FLAG_CONN_RDMA stay off:
 // Linux's NFS/RDMA starts in RDMA mode and grants neither.
-func (c *Client4) createSession(ctx context.Context) error {
+func (c *Client4) createSession(ctx context.Context) (*session4, error) {
 	c.mu.Lock()
 	args := nfs4.CreateSessionArgs{ClientID: c.clientID, Sequence: c.csSeq, Fore: c.foreChannel(),
 		// Backward messages travel inline (RFC 8167 Section 4.1):
@@ -290,21 +281,23 @@ func (c *Client4) createSession(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	var res nfs4.CreateSessionRes
-	if err := c.plain(ctx, &args, &res); err != nil {
-		return err
+	err := c.plain(ctx, &args, &res)
+	if e, ok := errors.AsType[*Error4](err); err == nil || ok && e.Stat != nfs4.ErrStaleClientID && e.Stat != nfs4.ErrDelay && e.Stat != nfs4.ErrSeqMisordered {
+		// The server took the sequence ID: every reply but these three
+		// (and no reply) moves it on (RFC 8881 Section 18.36.4).
+		c.mu.Lock()
+		c.csSeq++
+		c.mu.Unlock()
+	}
+	if err != nil {
+		return nil, err
 	}
 	n := min(res.Fore.MaxRequests, maxSlots)
 	if n == 0 {
-		return fmt.Errorf("nfs: CREATE_SESSION granted 0 slots")
+		return nil, fmt.Errorf("nfs: CREATE_SESSION granted 0 slots")
 	}
-	s := &session4{id: res.SessionID, slots: newSlotTable(n), fore: res.Fore, back: res.Back, flags: res.Flags}
-	c.mu.Lock()
-	c.s = s
-	c.csSeq++
-	c.mu.Unlock()
-	c.cb.reset()
 	c.logf("nfs: session created", "slots", n, "max_request", res.Fore.MaxRequestSize, "max_response", res.Fore.MaxResponseSize)
-	return nil
+	return &session4{id: res.SessionID, slots: newSlotTable(n), fore: res.Fore, back: res.Back, flags: res.Flags}, nil
 }
 
 func (c *Client4) logf(msg string, args ...any) {
@@ -318,6 +311,10 @@ func (c *Client4) logf(msg string, args ...any) {
 type callOpts struct {
 	resultBufs [][]byte
 	maxReply   int // 0: inline
+	// session, set by a recovery for its own calls, is the session to
+	// use, not yet the client's: such calls pass the recovery's gate and
+	// return a session error rather than start another recovery.
+	session *session4
 }
 
 // maxRetries bounds the retries of one request after session errors and
@@ -328,28 +325,56 @@ const maxRetries = 8
 // into res, which must hold one value per op (of its type); it returns
 // the first failing operation's status as an *Error4. A call whose reply
 // was lost is resent by the rpc layer on the same slot and sequence ID.
+// While a recovery runs, the call waits for it first. An operation the
+// server refuses with NFS4ERR_GRACE (a new OPEN while the server lets
+// clients reclaim their state after a restart, RFC 8881 Section 8.4.2)
+// did not run: the call is made again after a wait, until ctx ends.
 func (c *Client4) compound(ctx context.Context, ops []nfs4.ArgOp, res []nfs4.ResOp, o callOpts) error {
 	var lastErr error
-	for attempt := range maxRetries {
+	wait := graceWait
+	for attempt := 0; attempt < maxRetries; attempt++ {
+		if o.session == nil {
+			if err := c.waitRecovery(ctx); err != nil {
+				return err
+			}
+		}
 		retry, err := c.compoundOnce(ctx, ops, res, o)
+		pause := time.Duration(attempt+1) * 20 * time.Millisecond
+		if e, ok := errors.AsType[*Error4](err); ok && e.Op != nfs4.OpSequence && e.Stat == nfs4.ErrGrace {
+			retry, pause, wait = true, wait, min(2*wait, maxGraceWait)
+			attempt-- // as long as the grace period lasts, which ctx bounds
+			c.recStats.graceWaits.Add(1)
+		}
 		if !retry {
 			return err
 		}
 		lastErr = err
 		select {
-		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
+		case <-time.After(pause):
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("%w (%w)", ctx.Err(), err)
 		}
 	}
 	return lastErr
 }
 
+// graceWait and maxGraceWait bound the waits of a call the server
+// refuses with NFS4ERR_GRACE: the first, and the longest after doubling.
+// Linux's client waits from 100 ms up to 15 s (nfs4_delay); a grace
+// period is a lease or two, so a wait of over a second gains nothing.
+const (
+	graceWait    = 100 * time.Millisecond
+	maxGraceWait = 2 * time.Second
+)
+
 // compoundOnce makes one attempt and reports whether to retry.
 func (c *Client4) compoundOnce(ctx context.Context, ops []nfs4.ArgOp, res []nfs4.ResOp, o callOpts) (bool, error) {
-	c.mu.Lock()
-	s := c.s
-	c.mu.Unlock()
+	s := o.session
+	if s == nil {
+		c.mu.Lock()
+		s = c.s
+		c.mu.Unlock()
+	}
 	sl, err := s.slots.acquire(ctx)
 	if err != nil {
 		return false, err
@@ -400,6 +425,9 @@ func (c *Client4) compoundOnce(ctx context.Context, ops []nfs4.ArgOp, res []nfs4
 			return !cacheThis(ops), err
 		case nfs4.ErrBadSession, nfs4.ErrDeadSession, nfs4.ErrStaleClientID, nfs4.ErrBadSlot:
 			s.slots.release(sl, slotNotSeen, 0, 0, false)
+			if o.session != nil {
+				return false, err // the recovery's own call: it starts over
+			}
 			if rerr := c.recover(ctx, s, st); rerr != nil {
 				return false, rerr
 			}
@@ -521,26 +549,6 @@ func (c *Client4) conn() int {
 	return int(start % n)
 }
 
-// recover replaces a session the server lost, or a client ID, after st
-// on session s; if another request already did, it does nothing.
-func (c *Client4) recover(ctx context.Context, s *session4, st nfs4.Stat) error {
-	c.mu.Lock()
-	replaced := c.s != s
-	c.mu.Unlock()
-	if replaced {
-		return nil
-	}
-	c.logf("nfs: recovering the session", "status", st.String())
-	if st == nfs4.ErrStaleClientID {
-		return c.establish(ctx)
-	}
-	err := c.createSession(ctx)
-	if errors.Is(err, nfs4.ErrStaleClientID) {
-		return c.establish(ctx)
-	}
-	return err
-}
-
 // rebindLater binds the backchannel of session s to a connection again
 // (BIND_CONN_TO_SESSION, RFC 8881 Section 18.34) after the server said
 // its callback path is down, as it is when the connection the backchannel
@@ -646,6 +654,14 @@ type Info4 struct {
 	// and CacheHits the reads served from what a file held under a
 	// delegation.
 	Recalls, CacheHits int
+	// Recoveries counts the sessions or client IDs the server lost and
+	// the client made again; Reclaimed the opens it reclaimed with
+	// CLAIM_PREVIOUS (RFC 8881 Section 8.4.2), with DelegationsReclaimed
+	// the delegations among them, and ReclaimRefused those the server
+	// refused; Reopened the opens made again with CLAIM_FH after their
+	// state was lost; GraceWaits the calls that met NFS4ERR_GRACE and
+	// were sent again.
+	Recoveries, Reclaimed, DelegationsReclaimed, ReclaimRefused, Reopened, GraceWaits int
 }
 
 // Info returns what the session negotiated.
@@ -658,7 +674,10 @@ func (c *Client4) Info() Info4 {
 	in := Info4{ClientID: id, SessionID: s.id, Slots: n, TargetHighestSlot: hi, Fore: s.fore, Back: s.back,
 		Backchannel: s.flags&nfs4.CreateSessionFlagConnBackChan != 0, Lease: c.lease,
 		ServerOwner: string(x.ServerMajorID), ServerScope: string(x.ServerScope), ServerMinorID: x.ServerMinorID,
-		Conns: len(c.conns), MaxRead: c.MaxRead(), MaxWrite: c.MaxWrite(), CacheHits: int(c.cacheHits.Load())}
+		Conns: len(c.conns), MaxRead: c.MaxRead(), MaxWrite: c.MaxWrite(), CacheHits: int(c.cacheHits.Load()),
+		Recoveries: int(c.recStats.recoveries.Load()), Reclaimed: int(c.recStats.reclaimed.Load()),
+		DelegationsReclaimed: int(c.recStats.delegations.Load()), ReclaimRefused: int(c.recStats.reclaimFailed.Load()),
+		Reopened: int(c.recStats.reopened.Load()), GraceWaits: int(c.recStats.graceWaits.Load())}
 	c.cb.mu.Lock()
 	in.Recalls = c.cb.recalls
 	c.cb.mu.Unlock()
@@ -704,12 +723,17 @@ func (c *Client4) Root() nfs4.FileHandle { return c.root }
 // DESTROY_CLIENTID, errors ignored: the server forgets them at the end
 // of the lease anyway) and closes the connections; calls in flight fail.
 func (c *Client4) Close() error {
-	if c.closed.Swap(true) {
+	// Under mu, so that a recover starting its goroutine sees it.
+	c.mu.Lock()
+	was := c.closed.Swap(true)
+	c.mu.Unlock()
+	if was {
 		return nil
 	}
 	close(c.stop)
 	<-c.renewDone
 	c.rebinds.Wait()
+	c.recoveries.Wait()
 	c.cb.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

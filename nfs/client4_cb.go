@@ -193,10 +193,10 @@ func cbBody(r *nfs4.CBCompoundRes) rpc.Body {
 // is a retry answered from the cache (returned), others fail.
 func (cb *callbacks) sequence(a *nfs4.CBSequenceArgs) (*nfs4.CBSequenceRes, []byte) {
 	cb.c.mu.Lock()
-	sid := cb.c.s.id
+	known := cb.c.s != nil && a.SessionID == cb.c.s.id || cb.c.pending != nil && a.SessionID == cb.c.pending.id
 	cb.c.mu.Unlock()
 	switch {
-	case a.SessionID != sid:
+	case !known:
 		return &nfs4.CBSequenceRes{Status: nfs4.ErrBadSession}, nil
 	case a.SlotID >= backSlots:
 		return &nfs4.CBSequenceRes{Status: nfs4.ErrBadSlot}, nil

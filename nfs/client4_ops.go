@@ -271,14 +271,21 @@ type File4 struct {
 	FH   nfs4.FileHandle
 	Attr nfs4.Attr // at OPEN
 
+	// reopenMu makes one reopen at a time (see reopen).
+	reopenMu sync.Mutex
+
 	mu     sync.Mutex
 	sid    nfs4.StateID
 	owner  []byte
 	access uint32
 	deny   uint32
+	// lost: the server lost the open and the client could not reclaim
+	// it (client4_recover.go); the next use opens the file again.
+	lost bool
 
-	// The read delegation, and what was read under it, by offset.
+	// The delegation, and what was read under it, by offset.
 	deleg     nfs4.StateID
+	delegType nfs4.DelegType
 	delegated bool
 	cache     map[uint64]cachedRead
 	cached    int
@@ -316,6 +323,7 @@ func (c *Client4) Open(ctx context.Context, dir nfs4.FileHandle, name string, o 
 		return nil, err
 	}
 	f.FH, f.Attr, f.sid = append(nfs4.FileHandle(nil), gfh.FH...), copyAttr(ga.Attr), or.StateID
+	c.track(f)
 	f.delegate(or.Delegation)
 	return f, nil
 }
@@ -337,14 +345,14 @@ func (f *File4) delegate(d nfs4.OpenDelegation) {
 	switch d.Type {
 	case nfs4.DelegRead:
 		f.mu.Lock()
-		f.deleg, f.delegated, f.cache = d.StateID, true, map[uint64]cachedRead{}
+		f.deleg, f.delegType, f.delegated, f.cache = d.StateID, d.Type, true, map[uint64]cachedRead{}
 		f.mu.Unlock()
 		f.c.cb.hold(d.StateID, f)
 	case nfs4.DelegWrite:
 		// Not asked for; give it back rather than hold what this
 		// client does not cache for.
 		f.mu.Lock()
-		f.deleg, f.delegated = d.StateID, true
+		f.deleg, f.delegType, f.delegated = d.StateID, d.Type, true
 		f.mu.Unlock()
 		f.c.cb.hold(d.StateID, f)
 		f.c.cb.returnLater(f)
@@ -394,6 +402,7 @@ func (c *Client4) OpenFH(ctx context.Context, fh nfs4.FileHandle, o OpenOptions)
 		return nil, err
 	}
 	f.Attr, f.sid = copyAttr(ga.Attr), or.StateID
+	c.track(f)
 	return f, nil
 }
 
@@ -418,27 +427,48 @@ func lostState(err error) bool {
 }
 
 // reopen opens the file again by its handle (CLAIM_FH) after its state
-// was lost, unless another call already did since sid.
+// was lost, unless another call or a reclaim (client4_recover.go)
+// replaced sid since. It holds no lock a recovery needs while its OPEN
+// waits for that recovery to end; during the server's grace period the
+// OPEN waits and retries (compound).
 func (f *File4) reopen(ctx context.Context, sid nfs4.StateID) error {
+	f.reopenMu.Lock()
+	defer f.reopenMu.Unlock()
+	if err := f.c.waitRecovery(ctx); err != nil {
+		return err
+	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.sid != sid {
+	cur, access, deny := f.sid, f.access, f.deny
+	f.mu.Unlock()
+	if cur != sid {
 		return nil
 	}
-	args := &nfs4.OpenArgs{ShareAccess: f.access | nfs4.ShareAccessWantNoDeleg, ShareDeny: f.deny,
+	args := &nfs4.OpenArgs{ShareAccess: access | nfs4.ShareAccessWantNoDeleg, ShareDeny: deny,
 		Owner: nfs4.StateOwner{ClientID: f.c.clientIDNow(), Owner: f.owner}, Claim: nfs4.ClaimFH}
 	var or nfs4.OpenRes
 	if err := f.c.compound(ctx, []nfs4.ArgOp{&nfs4.PutFHArgs{FH: f.FH}, args}, []nfs4.ResOp{&nfs4.PutFHRes{}, &or}, callOpts{}); err != nil {
 		return fmt.Errorf("nfs: opening the file again after its state was lost: %w", err)
 	}
-	f.sid = or.StateID
+	f.mu.Lock()
+	f.sid, f.lost = or.StateID, false
+	f.mu.Unlock()
+	f.c.recStats.reopened.Add(1)
 	return nil
 }
 
 // withState runs op with the file's stateid, and once more after opening
-// the file again if the server lost the state.
+// the file again if the server lost the state; a file whose state a
+// recovery could not reclaim is opened again first.
 func (f *File4) withState(ctx context.Context, op func(nfs4.StateID) error) error {
-	sid := f.StateID()
+	f.mu.Lock()
+	sid, lost := f.sid, f.lost
+	f.mu.Unlock()
+	if lost {
+		if err := f.reopen(ctx, sid); err != nil {
+			return err
+		}
+		sid = f.StateID()
+	}
 	err := op(sid)
 	if !lostState(err) {
 		return err
@@ -500,6 +530,7 @@ func (f *File4) Close(ctx context.Context) error {
 	if err := f.ReturnDelegation(ctx); err != nil {
 		return err
 	}
+	f.c.untrack(f)
 	sid := f.StateID()
 	err := f.c.compound(ctx, []nfs4.ArgOp{&nfs4.PutFHArgs{FH: f.FH}, &nfs4.CloseArgs{StateID: sid}},
 		[]nfs4.ResOp{&nfs4.PutFHRes{}, &nfs4.CloseRes{}}, callOpts{})

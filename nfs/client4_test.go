@@ -36,6 +36,7 @@ type fake4 struct {
 	reclaimed bool
 	lieSlot   bool // answer SEQUENCE naming another slot
 	made      map[string]bool
+	files     fakeFiles // opens, reads and writes: client4_recover_test.go
 }
 
 type fakeSlot struct {
@@ -156,7 +157,7 @@ func (f *fake4) handle(_ context.Context, c *rpc.Call) (rpc.Body, error) {
 		case *nfs4.DestroyClientIDArgs:
 			r = &nfs4.DestroyClientIDRes{}
 		default:
-			r = &nfs4.IllegalRes{Status: nfs4.ErrNotSupp}
+			r = f.fileOp(op, &fh) // client4_recover_test.go
 		}
 		res.Ops = append(res.Ops, r)
 		if st := r.OpStatus(); st != nfs4.OK {
