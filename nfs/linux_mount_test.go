@@ -56,10 +56,17 @@ func TestLinuxMountsOurs(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var conns []*rpcrdma.Conn
+	keep := func(c *rpcrdma.Conn, s rpcrdma.ConnState) {
+		if s == rpcrdma.StateEstablished {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}
 	// serveRDMA serves s's NFS on lab.PeerAddr until the function it
 	// returns stops it, closing the connections.
 	serveRDMA := func(s *Server) func() {
-		l, err := rpcrdma.Listen(ctx, p, lab.PeerAddr, nil)
+		l, err := rpcrdma.Listen(ctx, p, lab.PeerAddr, &rpcrdma.Config{ConnState: keep})
 		if err != nil {
 			t.Fatalf("listening where the guest's NFS/RDMA client connects: %v", err)
 		}
@@ -67,16 +74,7 @@ func TestLinuxMountsOurs(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			for {
-				c, err := l.Accept(ctx)
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				conns = append(conns, c)
-				mu.Unlock()
-				go rs.Serve(c)
-			}
+			rpcrdma.Serve(ctx, l, rs)
 		}()
 		return func() { l.Close(); <-done; rs.Close() }
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -631,18 +632,22 @@ func linuxClientReconnect(t *testing.T, cfg *rpcrdma.Config) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*lab.CmdTimeout)
 	defer cancel()
-	l, err := rpcrdma.Listen(ctx, p, lab.PeerAddr, cfg)
+	var lcfg rpcrdma.Config
+	if cfg != nil {
+		lcfg = *cfg
+	}
+	var accepted acceptedConns
+	lcfg.ConnState = accepted.state
+	l, err := rpcrdma.Listen(ctx, p, lab.PeerAddr, &lcfg)
 	if err != nil {
 		t.Fatalf("listening where the guest's client connects: %v", err)
 	}
 	defer l.Close()
 
 	var (
-		mu     sync.Mutex
-		seen   = map[uint32]int{} // xids authenticated: every copy
-		ran    = map[uint32]int{} // xids the handler ran
-		conns  []*rpcrdma.Conn
-		served sync.WaitGroup
+		mu   sync.Mutex
+		seen = map[uint32]int{} // xids authenticated: every copy
+		ran  = map[uint32]int{} // xids the handler ran
 	)
 	held := make(chan uint32, 1)
 	release := make(chan struct{})
@@ -683,16 +688,7 @@ func linuxClientReconnect(t *testing.T, cfg *rpcrdma.Config) {
 	accepting := make(chan struct{})
 	go func() {
 		defer close(accepting)
-		for {
-			c, err := l.Accept(ctx)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			served.Go(func() { srv.Serve(c) })
-		}
+		rpcrdma.Serve(ctx, l, srv)
 	}()
 	mounted := make(chan string, 1)
 	go func() {
@@ -708,9 +704,7 @@ func linuxClientReconnect(t *testing.T, cfg *rpcrdma.Config) {
 	case <-ctx.Done():
 		t.Fatal("no COMPOUND from the guest's client")
 	}
-	mu.Lock()
-	first := conns[0]
-	mu.Unlock()
+	first := accepted.list()[0]
 	first.Close()
 	<-first.Done()
 	close(release) // the reply goes to the cache; its connection is gone
@@ -718,7 +712,7 @@ func linuxClientReconnect(t *testing.T, cfg *rpcrdma.Config) {
 	deadline := time.Now().Add(labCallTimeout)
 	for {
 		mu.Lock()
-		again, nconns := seen[xid], len(conns)
+		again, nconns := seen[xid], len(accepted.list())
 		mu.Unlock()
 		if again >= 2 && srv.Stats().CacheReplays >= 1 {
 			t.Logf("COMPOUND xid %#x sent again by Linux on connection %d of %d and answered from the cache", xid, nconns, nconns)
@@ -744,5 +738,41 @@ func linuxClientReconnect(t *testing.T, cfg *rpcrdma.Config) {
 	}
 	<-accepting
 	srv.Close()
-	served.Wait()
+	accepted.open.Wait()
+}
+
+// acceptedConns is a Listener's Config.ConnState keeping the connections
+// it established, for a test that serves them with rpcrdma.Serve.
+type acceptedConns struct {
+	mu    sync.Mutex
+	conns []*rpcrdma.Conn
+	open  sync.WaitGroup // established and not closed
+}
+
+func (a *acceptedConns) state(c *rpcrdma.Conn, s rpcrdma.ConnState) {
+	switch s {
+	case rpcrdma.StateEstablished:
+		a.open.Add(1)
+		a.mu.Lock()
+		a.conns = append(a.conns, c)
+		a.mu.Unlock()
+	case rpcrdma.StateClosed:
+		if a.has(c) { // not a failed handshake
+			a.open.Done()
+		}
+	}
+}
+
+// has reports whether c was established.
+func (a *acceptedConns) has(c *rpcrdma.Conn) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Contains(a.conns, c)
+}
+
+// list returns the connections established so far, in order.
+func (a *acceptedConns) list() []*rpcrdma.Conn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.conns)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"os"
 	"os/exec"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,7 +132,8 @@ func TestVerbsGuestClientMount(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			// Not 20049: knfsd listens there on every device.
-			l, err := rpcrdma.Listen(ctx, p, tg.ip+":20050", nil)
+			var ac acceptedConns
+			l, err := rpcrdma.Listen(ctx, p, tg.ip+":20050", &rpcrdma.Config{ConnState: ac.state})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +157,7 @@ func TestVerbsGuestClientMount(t *testing.T) {
 				res.XDR = xdr.AppendUint32(res.XDR, 10006)
 				return res, nil
 			})
-			accepted, wait := serveEach(ctx, l, srv)
+			accepted, wait := serveEach(ctx, l, srv, &ac)
 			os.MkdirAll("/mnt/verbs", 0o755)
 			mount := exec.CommandContext(ctx, "timeout", "30", "mount", "-t", "nfs4", "-o", "vers=4.0,proto=rdma,port=20050", tg.ip+":/", "/mnt/verbs")
 			out, err := mount.CombinedOutput()
@@ -278,7 +278,8 @@ func TestVerbsSharedReceives(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			l, err := rpcrdma.Listen(ctx, p, tg.ip+":0", &rpcrdma.Config{Bounds: rpcrdma.Bounds{SharedReceives: pool}})
+			var ac acceptedConns
+			l, err := rpcrdma.Listen(ctx, p, tg.ip+":0", &rpcrdma.Config{Bounds: rpcrdma.Bounds{SharedReceives: pool}, ConnState: ac.state})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -287,7 +288,7 @@ func TestVerbsSharedReceives(t *testing.T) {
 			}
 			srv := rpc.NewServer(nil)
 			benchprog.Register(srv)
-			accepted, wait := serveEach(ctx, l, srv)
+			accepted, wait := serveEach(ctx, l, srv, &ac)
 
 			clients := make([]*rpc.Client, conns)
 			rconns := make([]*rpcrdma.Conn, conns)
@@ -352,35 +353,15 @@ func TestVerbsSharedReceives(t *testing.T) {
 	}
 }
 
-// serveEach accepts connections from l until it is closed or ctx is done,
-// and serves each with srv in a goroutine of its own. accepted returns the
-// connections accepted so far; wait waits for their Serve to return (close
-// l and srv first).
-func serveEach(ctx context.Context, l *rpcrdma.Listener, srv *rpc.Server) (accepted func() []*rpcrdma.Conn, wait func()) {
-	var (
-		mu    sync.Mutex
-		conns []*rpcrdma.Conn
-		wg    sync.WaitGroup
-	)
-	wg.Add(1)
+// serveEach serves srv on l with rpcrdma.Serve until l is closed or ctx
+// is done; ac is l's Config.ConnState. accepted returns the connections
+// accepted so far; wait waits for Serve to return and for every
+// connection to close (close l and srv first).
+func serveEach(ctx context.Context, l *rpcrdma.Listener, srv *rpc.Server, ac *acceptedConns) (accepted func() []*rpcrdma.Conn, wait func()) {
+	done := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept(ctx)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() { defer wg.Done(); srv.Serve(c) }()
-		}
+		defer close(done)
+		rpcrdma.Serve(ctx, l, srv)
 	}()
-	accepted = func() []*rpcrdma.Conn {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]*rpcrdma.Conn(nil), conns...)
-	}
-	return accepted, wg.Wait
+	return ac.list, func() { <-done; ac.open.Wait() }
 }

@@ -291,17 +291,18 @@ func TestMetricsListenerLimits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	p := loopback.New()
-	l, err := rpcrdma.Listen(ctx, p, "", &rpcrdma.Config{Bounds: rpcrdma.Bounds{MaxConns: 1}})
+	m := newServerMetrics(nil)
+	conns := serveConns(m, slog.New(slog.DiscardHandler))
+	l, err := rpcrdma.Listen(ctx, p, "", &rpcrdma.Config{Bounds: rpcrdma.Bounds{MaxConns: 1}, ConnState: conns.state})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newServerMetrics(nil)
 	m.setListener(l)
 	srv := rpc.NewServer(nil)
 	const prog = 0x20000001
 	srv.Handle(prog, 1, 0, func(context.Context, *rpc.Call) (rpc.Body, error) { return rpc.Body{}, nil })
 	served := make(chan error, 1)
-	go func() { served <- serveLoop(l, srv, m, slog.New(slog.DiscardHandler)) }()
+	go func() { served <- serveLoop(l, srv, conns) }()
 	defer func() {
 		l.Close()
 		srv.Close()

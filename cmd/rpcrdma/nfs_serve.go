@@ -88,13 +88,15 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 	if *rdmaAddr != "" {
 		cfg := tf.config(log)
 		cfg.Bounds.ArgLimit = srv.ArgLimit // a WRITE pulls at most wtmax
+		conns := nfsRDMAConns(m, clog, &sv.conns)
+		cfg.ConnState = conns.state
 		l, err := rpcrdma.Listen(ctx, p, *rdmaAddr, cfg)
 		if err != nil {
 			return err
 		}
 		m.setListener(l)
 		rs := sv.add(l, srv.NewRPCServer(false, opts), nm)
-		go func() { sv.served <- serveNFSRDMA(l, rs, m, clog, &sv.conns) }()
+		go func() { sv.served <- conns.serve(l, rs) }()
 		msg += "; rdma " + l.Addr().String() + " (NFS)"
 	}
 	if *metricsAddr != "" {
@@ -225,35 +227,6 @@ func serveNFSTCP(l net.Listener, rs *rpc.Server, nm *nfsMetrics, log *connLog, c
 			err := rs.Serve(rpc.NewStreamTransport(c, nil))
 			nm.tcpOpen.Add(-1)
 			logNFSClosed(log, "tcp", remote, time.Since(start), err)
-		})
-	}
-}
-
-// serveNFSRDMA is serveNFSTCP for RPC-over-RDMA, following each
-// connection's counters in m.
-func serveNFSRDMA(l *rpcrdma.Listener, rs *rpc.Server, m *serverMetrics, log *connLog, conns *sync.WaitGroup) error {
-	for {
-		c, err := l.Accept(context.Background())
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		m.add(c)
-		in := c.Info()
-		log.line(slog.LevelInfo, "nfs: connection opened", slog.String("transport", "rdma"), slog.Any("remote", in.Remote),
-			slog.Any("rpcrdma_version", in.Version), slog.Int("send_inline", in.SendInline), slog.Int("recv_inline", in.RecvInline),
-			slog.Any("credits", in.Credits))
-		conns.Go(func() {
-			start := time.Now()
-			err := rs.Serve(c)
-			c.Close()
-			m.remove(c)
-			if cerr := c.Err(); !errors.Is(err, rpc.ErrServerClosed) && cerr != nil {
-				err = cerr
-			}
-			logNFSClosed(log, "rdma", in.Remote, time.Since(start), err)
 		})
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
@@ -73,6 +72,8 @@ flags:
 	benchprog.RegisterWith(srv, m.wrap)
 	cfg := tf.config(log)
 	cfg.Bounds.ArgLimit = benchprog.ArgLimit
+	conns := serveConns(m, log)
+	cfg.ConnState = conns.state
 	l, err := rpcrdma.Listen(ctx, p, *listen, cfg)
 	if err != nil {
 		return err
@@ -86,7 +87,7 @@ flags:
 		defer m.close()
 	}
 	served := make(chan error, 1)
-	go func() { served <- serveLoop(l, srv, m, log) }()
+	go func() { served <- serveLoop(l, srv, conns) }()
 	log.Info("listening on "+l.Addr().String(), "rpcrdma_version", tf.version, "mpa_rev", tf.mpaRev, "crc", tf.crc, "inline", tf.inline, "credits", tf.credits)
 
 	select {
@@ -122,32 +123,5 @@ func logClosed(log *slog.Logger, remote net.Addr, err error) {
 		log.Debug("connection closed", "remote", remote)
 	default:
 		log.Warn("connection failed", "remote", remote, "err", err)
-	}
-}
-
-// serveLoop is rpcrdma.Serve with each connection followed by the metrics
-// and logged.
-func serveLoop(l *rpcrdma.Listener, srv *rpc.Server, m *serverMetrics, log *slog.Logger) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := l.Accept(context.Background())
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		m.add(c)
-		in := c.Info()
-		log.Debug("connection", "remote", in.Remote, "peer_private_data", in.PeerPrivateData, "send_inline", in.SendInline, "credits", in.Credits)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			srv.Serve(c)
-			c.Close()
-			m.remove(c)
-			logClosed(log, in.Remote, c.Err())
-		}()
 	}
 }

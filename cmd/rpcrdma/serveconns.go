@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
+)
+
+// rdmaConns follows the connections rpcrdma.Serve accepts, through the
+// Listener's Config.ConnState: it calls opened for each connection
+// established and closed when that connection has closed, with how long
+// it lasted, and counts the open ones in wg. A handshake that fails is
+// left to the Listener, which counts and logs the limits that act.
+type rdmaConns struct {
+	wg     *sync.WaitGroup
+	opened func(c *rpcrdma.Conn)
+	closed func(c *rpcrdma.Conn, d time.Duration)
+
+	mu    sync.Mutex
+	since map[*rpcrdma.Conn]time.Time // the open connections, by when established
+}
+
+func newRDMAConns(wg *sync.WaitGroup, opened func(*rpcrdma.Conn), closed func(*rpcrdma.Conn, time.Duration)) *rdmaConns {
+	return &rdmaConns{wg: wg, opened: opened, closed: closed, since: make(map[*rpcrdma.Conn]time.Time)}
+}
+
+// state is the Listener's Config.ConnState.
+func (f *rdmaConns) state(c *rpcrdma.Conn, s rpcrdma.ConnState) {
+	switch s {
+	case rpcrdma.StateEstablished:
+		f.mu.Lock()
+		f.since[c] = time.Now()
+		f.mu.Unlock()
+		f.wg.Add(1)
+		f.opened(c)
+	case rpcrdma.StateClosed:
+		f.mu.Lock()
+		start, ok := f.since[c]
+		delete(f.since, c)
+		f.mu.Unlock()
+		if ok {
+			f.closed(c, time.Since(start))
+			f.wg.Done()
+		}
+	}
+}
+
+// serve serves srv on l, whose Config.ConnState is f.state, until l is
+// closed or srv shut down (nil) or l fails (its error). The connections
+// it accepted may still be open; f.wg counts them.
+func (f *rdmaConns) serve(l *rpcrdma.Listener, srv *rpc.Server) error {
+	err := rpcrdma.Serve(context.Background(), l, srv)
+	if errors.Is(err, net.ErrClosed) || errors.Is(err, rpc.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// serveConns returns serve's connection follower: each connection
+// counted in m and logged at Debug level, open and closed (logClosed).
+func serveConns(m *serverMetrics, log *slog.Logger) *rdmaConns {
+	return newRDMAConns(new(sync.WaitGroup), func(c *rpcrdma.Conn) {
+		m.add(c)
+		in := c.Info()
+		log.Debug("connection", "remote", in.Remote, "peer_private_data", in.PeerPrivateData, "send_inline", in.SendInline, "credits", in.Credits)
+	}, func(c *rpcrdma.Conn, _ time.Duration) {
+		m.remove(c)
+		logClosed(log, c.RemoteAddr(), c.Err())
+	})
+}
+
+// serveLoop is f.serve, then a wait for the connections to close.
+func serveLoop(l *rpcrdma.Listener, srv *rpc.Server, f *rdmaConns) error {
+	err := f.serve(l, srv)
+	f.wg.Wait()
+	return err
+}
+
+// nfsRDMAConns returns nfs serve's follower of its RPC-over-RDMA
+// connections, counted in conns with its TCP ones: each followed in m
+// and logged open and closed (logNFSClosed) by log.
+func nfsRDMAConns(m *serverMetrics, log *connLog, conns *sync.WaitGroup) *rdmaConns {
+	return newRDMAConns(conns, func(c *rpcrdma.Conn) {
+		m.add(c)
+		in := c.Info()
+		log.line(slog.LevelInfo, "nfs: connection opened", slog.String("transport", "rdma"), slog.Any("remote", in.Remote),
+			slog.Any("rpcrdma_version", in.Version), slog.Int("send_inline", in.SendInline), slog.Int("recv_inline", in.RecvInline),
+			slog.Any("credits", in.Credits))
+	}, func(c *rpcrdma.Conn, d time.Duration) {
+		m.remove(c)
+		logNFSClosed(log, "rdma", c.RemoteAddr(), d, c.Err())
+	})
+}
