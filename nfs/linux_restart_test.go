@@ -1,0 +1,405 @@
+package nfs
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/internal/lab"
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
+	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
+)
+
+var restartMinutes = flag.Float64("restart-minutes", 1.5,
+	"TestLinuxRestarts: how long the guest's workload runs, in minutes, while the server restarts five times (issue #33 asks for at least 5)")
+
+// restarts is how many times TestLinuxRestarts stops and starts the server.
+const restarts = 5
+
+// restartDrain bounds a graceful stop: the calls in flight must have
+// finished and been answered within it.
+const restartDrain = 30 * time.Second
+
+// TestLinuxRestarts: the lab guest's kernel NFS client, on a hard NFSv3
+// mount over RDMA, runs testdata/restart-workload.sh (files written from
+// random bytes, renamed, read back with the page cache dropped and their
+// SHA-256 compared, removed; a journal file appended to; directories made
+// and removed) for -restart-minutes while our server is stopped
+// gracefully (in-flight calls finish and are answered, rpc.Server.Shutdown)
+// and started again with the same secret five times at even intervals.
+// The workload must see no error and every byte must check; each stop
+// must drain within 30 s. Subtests:
+//
+//   - siw: our Server on the host (the iwarp provider), the guest's client
+//     over siw0 through the lab's forwards, as in TestLinuxMountsOurs;
+//   - rxe: `rpcrdma nfs serve --provider verbs --device rxe0 --secret-file`,
+//     built on the host with -tags verbs and run in the guest, ended by
+//     SIGTERM and run again, the guest's client over rxe0 (RoCE v2).
+//
+// It skips without the lab VM.
+func TestLinuxRestarts(t *testing.T) {
+	if lab.InGuest() {
+		t.Skip("runs from the host")
+	}
+	lab.Require(t)
+	d := time.Duration(*restartMinutes * float64(time.Minute))
+	if d < 10*time.Second || d > time.Hour {
+		t.Fatalf("-restart-minutes %v: want between 1/6 and 60", *restartMinutes)
+	}
+	mark := lab.DmesgMark(t)
+	defer lab.CheckDmesg(t, mark)
+	t.Run("siw", func(t *testing.T) {
+		lab.Lock(t, "peer") // PeerMountAddr and PeerAddr, where the guest mounts from
+		srv := hostRestartServer(t)
+		restartWorkload(t, "siw", d, srv,
+			"vers=3,proto=rdma,port=20049,mountport=20048,mountproto=tcp,nolock,noacl,hard,timeo=600,retrans=2 "+lab.GuestPeerIP+":/export", "")
+	})
+	t.Run("rxe", func(t *testing.T) {
+		srv := guestRestartServer(t)
+		restartWorkload(t, "rxe", d, srv,
+			"vers=3,proto=rdma,port="+restartRDMAPort+",mountport="+restartTCPPort+",mountproto=tcp,nolock,noacl,hard,timeo=600,retrans=2 "+lab.GuestRxeIP+":/export",
+			"rxe0")
+	})
+}
+
+// restartServer is a server that TestLinuxRestarts stops and starts again.
+type restartServer struct {
+	// start starts incarnation k (0 first).
+	start func(t *testing.T, k int)
+	// reached waits (bounded) until the client has connected to
+	// incarnation k, and fails t if it has not.
+	reached func(t *testing.T, k int)
+	// stop stops incarnation k gracefully, failing t if its calls in
+	// flight did not finish within restartDrain. It is called once per
+	// start, the last time when t ends.
+	stop func(t *testing.T, k int)
+}
+
+// restartReach bounds the wait for the client to connect to a restarted
+// server: Linux's RPC-over-RDMA client backs off between attempts to
+// reconnect, up to 30 s (RPCRDMA_MAX_REEST_TO in net/sunrpc/xprtrdma/
+// xprt_rdma.h).
+const restartReach = 2 * time.Minute
+
+// restartWorkers is how many copies of the workload run side by side, so
+// that a stop finds calls in flight more often.
+const restartWorkers = 2
+
+// restartWorkload runs the workload on the guest's hard mount of srv
+// (mount options and source opts) for d while srv restarts, and checks
+// its outcome. If device is set, every connection to the server must be
+// on that guest RDMA device. name keeps the guest's paths apart from the
+// other subtests'.
+func restartWorkload(t *testing.T, name string, d time.Duration, srv restartServer, opts, device string) {
+	script := shareScript(t, "restart-workload.sh")
+	mnt, dir := "/mnt/restart-"+name, "/tmp/restart-"+name
+	run := func(cmd string, timeout time.Duration) string {
+		t.Helper()
+		start := time.Now()
+		out, rc := lab.Run(t, cmd, timeout+30*time.Second)
+		t.Logf("guest (%v): %s\n%s", time.Since(start).Round(time.Millisecond), cmd, out)
+		if rc != 0 {
+			t.Fatalf("guest command failed (exit status %d)", rc)
+		}
+		return out
+	}
+	k := 0
+	srv.start(t, k)
+	// Cleanups run last in, first out: the workload is killed and the
+	// mount forced off (umount -f fails the calls a hard mount would
+	// retry for ever) before the server's last stop.
+	defer func() { srv.stop(t, k) }()
+	defer lab.Run(t, fmt.Sprintf("kill -9 $(cat %[1]s/*.pid) 2>/dev/null; umount -f -l %[2]s 2>/dev/null; rm -rf %[1]s", dir, mnt), lab.CmdTimeout)
+	// A mount a failed run left behind is forced off first.
+	run(fmt.Sprintf("umount -f -l %[1]s 2>/dev/null; rm -rf %[2]s && mkdir -p %[1]s %[2]s && timeout 90 mount -t nfs -o %[3]s %[1]s", mnt, dir, opts), 90*time.Second)
+	onDevice := func() {
+		if device == "" {
+			return
+		}
+		out := run("rdma res show cm_id | grep -E ':"+restartRDMAPort+"( |$)'", 30*time.Second)
+		for line := range strings.Lines(out) {
+			if !strings.Contains(line, "link "+device+"/") {
+				t.Errorf("a connection to the server is not on %s: %s", device, line)
+			}
+		}
+	}
+	onDevice()
+
+	// Worker w works in mnt/w and dir/w, logs to dir/w.log. Each runs in
+	// the background, in a session of its own, with the command channel
+	// (fd 3) closed, until the file stop appears in its dir: the restarts
+	// are timed on the host, and other tests may hold the channel for
+	// minutes (lab.RunTestBinary), so the workers are told to end rather
+	// than timed in the guest. Their own bound is a backstop.
+	run(fmt.Sprintf("cd %[1]s && for w in $(seq %[5]d); do (setsid sh %[2]s %[3]s/$w %[1]s/$w %[4]d >$w.log 2>&1 </dev/null 3>&- & echo $! >$w.pid); done",
+		dir, script, mnt, int((d+30*time.Minute).Seconds()), restartWorkers), 30*time.Second)
+	began := time.Now()
+	for ; k < restarts; k++ {
+		// The client must have come back to each server before the
+		// next restart; the first it has mounted.
+		srv.reached(t, k)
+		time.Sleep(time.Until(began.Add(d * time.Duration(k+1) / (restarts + 1))))
+		srv.stop(t, k)
+		// Long enough for the client to find nobody listening.
+		time.Sleep(2 * time.Second)
+		srv.start(t, k+1)
+		t.Logf("restart %d done, %v into the workload", k+1, time.Since(began).Round(time.Second))
+	}
+	srv.reached(t, k)
+	time.Sleep(time.Until(began.Add(d)))
+	run(fmt.Sprintf("for w in $(seq %d); do touch %s/$w/stop; done", restartWorkers, dir), 30*time.Second)
+	checkWorkers(t, dir, time.Since(began))
+	onDevice()
+	if out := run("ls -A "+mnt+" | wc -l && timeout 60 umount "+mnt, 60*time.Second); out != "0\n" {
+		t.Errorf("the workers left %s entries on the mount", strings.TrimSpace(out))
+	}
+}
+
+// shareScript copies testdata/name into the lab's share under a name of its
+// own, removed when t ends, and returns its path in the guest.
+func shareScript(t *testing.T, name string) string {
+	share := lab.Share(t)
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(share, strings.TrimSuffix(name, ".sh")+"-*.sh")
+	if err != nil {
+		t.Fatalf("copying %s into the lab's share: %v", name, err)
+	}
+	t.Cleanup(func() { os.Remove(f.Name()) })
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err != nil {
+		t.Fatalf("copying %s into the lab's share: %v", name, err)
+	}
+	return "/share/" + filepath.Base(f.Name())
+}
+
+var okLine = regexp.MustCompile(`(?m)^ok `)
+
+// checkWorkers waits (bounded) for the workers in the guest's dir to
+// end, having been told to, and fails t unless each ended well. ran is
+// how long they have run.
+func checkWorkers(t *testing.T, dir string, ran time.Duration) {
+	// A round that began just before the stop may move a MiB, slowly
+	// under TCG.
+	const grace = 5 * time.Minute
+	deadline := time.Now().Add(grace)
+	var rcs []string
+	for ; time.Now().Before(deadline); time.Sleep(5 * time.Second) {
+		out, _ := lab.Run(t, fmt.Sprintf("cd %s && for w in $(seq %d); do cat $w/rc 2>/dev/null; done", dir, restartWorkers), lab.CmdTimeout)
+		if rcs = strings.Fields(out); len(rcs) == restartWorkers {
+			break
+		}
+	}
+	for w := 1; w <= restartWorkers; w++ {
+		out, _ := lab.Run(t, fmt.Sprintf("cat %s/%d.log", dir, w), lab.CmdTimeout)
+		t.Logf("worker %d ran %v: %d rounds; its last lines:\n%s", w, ran.Round(time.Second), len(okLine.FindAllStringIndex(out, -1)), lastLines(out, 4))
+		switch {
+		case len(rcs) < restartWorkers:
+			t.Errorf("worker %d: the workers did not all end within %v of being told to (exit statuses %q); its last lines:\n%s", w, grace, rcs, lastLines(out, 20))
+		case !regexp.MustCompile(`(?m)^done: \d+ rounds`).MatchString(out) || strings.Contains(out, "FAIL"):
+			t.Errorf("worker %d failed across the server's restarts:\n%s", w, lastLines(out, 20))
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.SplitAfter(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "")
+}
+
+// hostRestartServer returns our Server on the host, as TestLinuxMountsOurs
+// runs it: NFS over RPC-over-RDMA on the iwarp provider where the guest's
+// client connects (lab.PeerAddr), MOUNT over TCP (lab.PeerMountAddr), for
+// a directory of t's. Each incarnation has a new LocalFS (so a new write
+// verifier), provider and listeners, and the same secret.
+func hostRestartServer(t *testing.T) restartServer {
+	dir := t.TempDir()
+	secret := []byte("a secret the restarted servers share")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var (
+		fsys     *LocalFS
+		p        *iwarp.Provider
+		nfsRPC   *rpc.Server
+		mountRPC *rpc.Server
+		served   chan error
+		mu       sync.Mutex
+		failed   []string // calls answered other than NFS3_OK, or not at all
+	)
+	observe := func(c CallDone) {
+		// LOOKUP of a name not yet created is every cp's first call.
+		if c.Err == nil && (c.Stat == nfs3.OK || c.Proc == nfs3.ProcLookup && c.Stat == nfs3.ErrNoEnt) {
+			return
+		}
+		mu.Lock()
+		failed = append(failed, fmt.Sprintf("%v: %v %v", c.Proc, c.Stat, c.Err))
+		mu.Unlock()
+	}
+	start := func(t *testing.T, k int) {
+		var err error
+		if fsys, err = NewLocalFS(dir); err != nil {
+			t.Fatal(err)
+		}
+		srv, err := NewServer(ServerConfig{Secret: secret, Exports: []Export{{Path: "/export", FS: fsys}}, Observe: observe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		served = make(chan error, 2)
+		ml, err := net.Listen("tcp", lab.PeerMountAddr)
+		if err != nil {
+			t.Fatalf("server %d: listening for the guest's MOUNT calls: %v", k, err)
+		}
+		mountRPC = srv.NewRPCServer(true, nil)
+		go func(rs *rpc.Server) { served <- rs.ServeListener(ml) }(mountRPC)
+		if p, err = iwarp.New(iwarp.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		cfg := &rpcrdma.Config{}
+		cfg.Bounds.ArgLimit = srv.ArgLimit
+		l, err := rpcrdma.Listen(ctx, p, lab.PeerAddr, cfg)
+		if err != nil {
+			t.Fatalf("server %d: listening where the guest's NFS/RDMA client connects: %v", k, err)
+		}
+		nfsRPC = srv.NewRPCServer(false, nil)
+		go func(rs *rpc.Server) { served <- rpcrdma.Serve(ctx, l, rs) }(nfsRPC)
+	}
+	stop := func(t *testing.T, k int) {
+		sctx, scancel := context.WithTimeout(context.Background(), restartDrain)
+		defer scancel()
+		began := time.Now()
+		for _, rs := range []*rpc.Server{nfsRPC, mountRPC} {
+			if err := rs.Shutdown(sctx); err != nil {
+				t.Errorf("server %d: the calls in flight did not finish within %v of Shutdown: %v", k, restartDrain, err)
+				rs.Close()
+			}
+		}
+		for range 2 {
+			if err := <-served; !errors.Is(err, rpc.ErrServerClosed) {
+				t.Errorf("server %d: serving ended with %v, want %v", k, err, rpc.ErrServerClosed)
+			}
+		}
+		fsys.Close()
+		st := nfsRPC.Stats()
+		t.Logf("server %d stopped in %v: %d calls answered, %d dropped while stopping, %d replies not sent",
+			k, time.Since(began).Round(time.Millisecond), st.Calls, st.Dropped, st.SendErrors)
+		if st.SendErrors != 0 {
+			t.Errorf("server %d: %d replies not sent", k, st.SendErrors)
+		}
+		if n := p.Registered(); n != 0 {
+			t.Errorf("server %d: %d memory regions still registered once stopped", k, n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(failed) > 0 {
+			t.Errorf("server %d: %d calls answered with an error, or not at all; the first: %v", k, len(failed), failed[:min(len(failed), 10)])
+			failed = nil
+		}
+	}
+	reached := func(t *testing.T, k int) {
+		for deadline := time.Now().Add(restartReach); nfsRPC.Stats().Calls == 0; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("server %d: the guest's client sent no call within %v of its start", k, restartReach)
+			}
+		}
+	}
+	return restartServer{start: start, reached: reached, stop: stop}
+}
+
+// The guest's ports for guestRestartServer: not knfsd's (2049, 20048,
+// 20049) nor those of other lab tests (20050, 20051, 12051).
+const (
+	restartRDMAPort = "20052"
+	restartTCPPort  = "12052"
+)
+
+// guestRestartServer returns `rpcrdma nfs serve` built on the host with
+// -tags verbs and run in the guest: the verbs provider on rxe0
+// (lab.GuestRxeIP), MOUNT and NFS over TCP beside it, handles keyed by a
+// --secret-file that survives restarts. stop sends SIGTERM, on which the
+// command lets the calls in flight finish (--shutdown-timeout) and says
+// "stopped".
+func guestRestartServer(t *testing.T) restartServer {
+	bin := lab.BuildBinary(t, "../cmd/rpcrdma", []string{"verbs"})
+	dir := "/tmp/restart-srv-rxe"
+	run := func(t *testing.T, cmd string, timeout time.Duration) string {
+		t.Helper()
+		out, rc := lab.Run(t, cmd, timeout+30*time.Second)
+		if rc != 0 {
+			t.Fatalf("guest command failed (exit status %d): %s\n%s", rc, cmd, out)
+		}
+		return out
+	}
+	running := false
+	t.Cleanup(func() {
+		if running {
+			out, _ := lab.Run(t, fmt.Sprintf("kill -9 $(cat %[1]s/pid) 2>/dev/null; tail -c 20000 %[1]s/log", dir), lab.CmdTimeout)
+			t.Logf("the server's log (its last 20000 bytes):\n%s", out)
+		}
+		lab.Run(t, "rm -rf "+dir, lab.CmdTimeout)
+	})
+	start := func(t *testing.T, k int) {
+		prep := "cd " + dir
+		if k == 0 {
+			prep = fmt.Sprintf("rm -rf %[1]s && mkdir -p %[1]s/export && cd %[1]s", dir)
+		}
+		// The server runs in a session of its own with the command
+		// channel (fd 3) closed, appending to its log; started, it has
+		// said "serving" k+1 times.
+		run(t, fmt.Sprintf("%[1]s && (setsid %[2]s nfs serve --provider verbs --device rxe0 --rdma %[3]s:%[4]s --tcp %[3]s:%[5]s "+
+			"--secret-file key --shutdown-timeout %[6]v --export /export export >>log 2>&1 </dev/null 3>&- & echo $! >pid) && "+
+			"for i in $(seq 600); do [ $(grep -c 'nfs: serving' log) -gt %[7]d ] && break; kill -0 $(cat pid) || break; sleep 0.1; done; "+
+			"tail -n 2 log; [ $(grep -c 'nfs: serving' log) -gt %[7]d ]",
+			prep, bin, lab.GuestRxeIP, restartRDMAPort, restartTCPPort, restartDrain, k), 90*time.Second)
+		running = true
+	}
+	stop := func(t *testing.T, k int) {
+		began := time.Now()
+		out := run(t, fmt.Sprintf("cd %s && kill $(cat pid) && for i in $(seq 600); do kill -0 $(cat pid) 2>/dev/null || break; sleep 0.1; done; "+
+			"kill -0 $(cat pid) 2>/dev/null && echo still running; grep -c msg=stopped log; grep -E 'level=(WARN|ERROR)' log | tail -n 5",
+			dir), restartDrain+60*time.Second)
+		running = strings.Contains(out, "still running")
+		t.Logf("server %d stopped in %v", k, time.Since(began).Round(time.Millisecond))
+		if running || !strings.HasPrefix(out, fmt.Sprint(k+1, "\n")) || strings.Contains(out, "level=") {
+			t.Errorf("server %d: SIGTERM did not stop it cleanly (the stops so far, then the warnings and errors logged):\n%s", k, out)
+		}
+	}
+	reached := func(t *testing.T, k int) {
+		// The RDMA connections the server logged since it last said
+		// "serving" (the client connects when it has calls to send).
+		cmd := "awk '/nfs: serving/ {n++; c=0} /nfs: connection opened/ && /transport=rdma/ {c++} END {print n, c}' " + dir + "/log"
+		want := fmt.Sprint(k+1, " ")
+		for deadline := time.Now().Add(restartReach); ; time.Sleep(2 * time.Second) {
+			out := strings.TrimSpace(run(t, cmd, 30*time.Second))
+			if strings.HasPrefix(out, want) && out != want+"0" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("server %d: the guest's client did not connect within %v of its start (servers started, RDMA connections to the last: %s)", k, restartReach, out)
+			}
+		}
+	}
+	return restartServer{start: start, reached: reached, stop: stop}
+}
