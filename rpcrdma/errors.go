@@ -53,7 +53,11 @@ func (e *RemoteError) Error() string {
 // offeredHint describes what a call offered for its reply, for an
 // ERR_CHUNK answer: the inline limit, the reply chunk (rpc.Request.MaxReply)
 // and the write chunks (rpc.Request.ResultBufs), and which knob raises
-// each.
+// each. Write chunks take only the results the server's handler marks
+// for direct data placement (RFC 8166, Section 6): a result it leaves
+// unmarked goes inline or in the reply chunk however large the write
+// chunks are, which the requester cannot tell from ERR_CHUNK, so the
+// hint names the server side too.
 func offeredHint(inline int, replyChunk int, writes [][]byte) string {
 	s := "if the reply outgrew what the call offered: inline replies up to " + strconv.Itoa(inline) + " bytes, "
 	if replyChunk == 0 {
@@ -69,7 +73,8 @@ func offeredHint(inline int, replyChunk int, writes [][]byte) string {
 			}
 			s += " " + strconv.Itoa(len(w))
 		}
-		s += " bytes for the results (enlarge rpc.Request.ResultBufs)"
+		s += " bytes for the results (enlarge rpc.Request.ResultBufs; the server places only the results " +
+			"its handler marks with rpc.Body.AppendDDPOpaque there, the others must fit inline or in the reply chunk)"
 	}
 	return s
 }

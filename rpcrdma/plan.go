@@ -288,8 +288,15 @@ func planReply(h *wire.Header, m *rpc.Msg, s *replyShape, p *replyPlan) error {
 		p.kind = replyReadChunk
 		return nil
 	}
-	return &planError{xid: h.XID, why: fmt.Sprintf("%d bytes fit neither inline (%d bytes with a %d-byte header) nor the reply chunk the call offered (%d bytes)",
-		p.inlineLen, s.sendLimit, h.EncodedLen(), s.reply.Chunk.Length())}
+	why := fmt.Sprintf("%d bytes fit neither inline (%d bytes with a %d-byte header) nor the reply chunk the call offered (%d bytes)",
+		p.inlineLen, s.sendLimit, h.EncodedLen(), s.reply.Chunk.Length())
+	if unused := len(s.writes) - len(p.results); unused > 0 {
+		// The requester offered room for results that the handler did
+		// not hold apart: the fix is on this side.
+		why += fmt.Sprintf("; %d of the %d write chunks the call offered went unused: the handler marks a result for one with rpc.Body.AppendDDPOpaque",
+			unused, len(s.writes))
+	}
+	return &planError{xid: h.XID, why: why}
 }
 
 // fill returns a copy of chunk whose segments report n bytes written, in
