@@ -306,6 +306,10 @@ type ListenerStats struct {
 	Conns      int   // connections open
 	Memory     int64 // bytes its connections' calls hold (Bounds.ServerMemory's budget)
 	Registered int64 // bytes registered now by its open connections: rings, pulled chunks, replies
+	// SharedReceives is the receives in the shared receive pool
+	// (Bounds.SharedReceives, which the provider may have lowered), 0
+	// without one.
+	SharedReceives int
 	// Limits counts, by Reason, the limits of Bounds that acted on the
 	// Listener's requests and connections; only the IsLimit reasons and
 	// RejectTooLarge are counted here. EvictHandshake includes the
@@ -323,6 +327,9 @@ func (l *Listener) Stats() ListenerStats {
 	l.mu.Unlock()
 	s.Memory = l.mem.inUse()
 	s.Registered = l.registered.Load()
+	if l.pool != nil {
+		s.SharedReceives = l.pool.depth
+	}
 	for r := range l.reasons {
 		s.Limits[r] = l.reasons[r].Load()
 	}

@@ -199,7 +199,7 @@ func TestServePing(t *testing.T) {
 		t.Fatalf("ping: exit %d\n%s\n%s", code, out, errOut)
 	}
 	for _, want := range []string{"connected to", "rpc-over-rdma version 1", "mpa revision 2", "peer private data: RFC 8797",
-		"inline: send 4096 bytes, receive 4096 bytes", "credits granted: 128", "remote invalidation: on", "NULL 2:", "2 calls:"} {
+		"inline: send 4096 bytes, receive 4096 bytes", "credits granted: ", "remote invalidation: on", "NULL 2:", "2 calls:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ping output lacks %q:\n%s", want, out)
 		}

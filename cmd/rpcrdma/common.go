@@ -31,16 +31,21 @@ type transportFlags struct {
 	// exchange, as a Linux soft-iWARP (siw) responder needs
 	// (iwarp.SiwFirstSendDelay).
 	firstSendDelay time.Duration
-	providerName   string        // "iwarp" or "verbs"
-	device         string        // verbs: the RDMA device connections must use
-	busyPoll       time.Duration // verbs: verbs.Options.BusyPoll
+	// sharedRecvs, on a responder, is the depth of the shared receive
+	// pool its connections receive from (rpcrdma.Bounds.SharedReceives);
+	// 0: each connection posts receives of its own.
+	sharedRecvs  int
+	providerName string        // "iwarp" or "verbs"
+	device       string        // verbs: the RDMA device connections must use
+	busyPoll     time.Duration // verbs: verbs.Options.BusyPoll
 }
 
 func (f *transportFlags) register(fs *flag.FlagSet, responder bool) {
 	f.responder = responder
 	if responder {
 		fs.IntVar(&f.version, "rpcrdma-version", 2, "highest RPC-over-RDMA version served (1, or 2 for both)")
-		fs.UintVar(&f.credits, "credits", rpcrdma.DefaultCredits, "credits granted to each requester")
+		fs.UintVar(&f.credits, "credits", rpcrdma.DefaultCredits, "credits granted to each requester: with --shared-receives, the most, which a connection reaches (at most 32) while its calls keep its grant busy; without, what every connection is granted and posts receives for")
+		fs.IntVar(&f.sharedRecvs, "shared-receives", defaultSharedRecvs, sharedRecvsUsage)
 	} else {
 		fs.IntVar(&f.version, "rpcrdma-version", 1, "RPC-over-RDMA version to start with (2 falls back to 1 on ERR_VERS)")
 		fs.UintVar(&f.credits, "credits", rpcrdma.DefaultRequestCredits, "credits requested (most calls outstanding)")
@@ -73,6 +78,9 @@ func (f *transportFlags) check() error {
 	}
 	if f.credits == 0 || f.credits > 1<<16 {
 		return usagef("--credits %d: want 1 to 65536", f.credits)
+	}
+	if f.sharedRecvs < 0 {
+		return usagef("--shared-receives %d: want 0 (off) or more", f.sharedRecvs)
 	}
 	if f.ddpThreshold < 0 {
 		return usagef("--ddp-threshold %d: want 0 or more", f.ddpThreshold)

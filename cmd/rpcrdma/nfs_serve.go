@@ -90,7 +90,7 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 		cfg.Bounds.ArgLimit = srv.ArgLimit // a WRITE pulls at most wtmax
 		conns := nfsRDMAConns(m, clog, &sv.conns)
 		cfg.ConnState = conns.state
-		l, err := rpcrdma.Listen(ctx, p, *rdmaAddr, cfg)
+		l, err := tf.listen(ctx, p, *rdmaAddr, cfg, log)
 		if err != nil {
 			return err
 		}

@@ -74,7 +74,7 @@ flags:
 	cfg.Bounds.ArgLimit = benchprog.ArgLimit
 	conns := serveConns(m, log)
 	cfg.ConnState = conns.state
-	l, err := rpcrdma.Listen(ctx, p, *listen, cfg)
+	l, err := tf.listen(ctx, p, *listen, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ flags:
 	}
 	served := make(chan error, 1)
 	go func() { served <- serveLoop(l, srv, conns) }()
-	log.Info("listening on "+l.Addr().String(), "rpcrdma_version", tf.version, "mpa_rev", tf.mpaRev, "crc", tf.crc, "inline", tf.inline, "credits", tf.credits)
+	log.Info("listening on "+l.Addr().String(), "rpcrdma_version", tf.version, "mpa_rev", tf.mpaRev, "crc", tf.crc, "inline", tf.inline, "credits", tf.credits, "shared_receives", l.Stats().SharedReceives)
 
 	select {
 	case <-ctx.Done():

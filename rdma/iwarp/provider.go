@@ -155,6 +155,12 @@ type Options struct {
 	// to peer-to-peer mode.
 	PeerToPeer bool
 
+	// LocalAddr, if set, is the address Dial binds its sockets to, as
+	// net.Dialer.LocalAddr (a *net.TCPAddr; port 0 for any); nil lets
+	// the system choose. A host with several addresses picks the one its
+	// connections come from.
+	LocalAddr net.Addr
+
 	// MSS, if positive, replaces the TCP maximum segment size read from
 	// the socket (TCP_MAXSEG on Linux) when sizing FPDUs.
 	MSS int
@@ -265,7 +271,7 @@ func (p *Provider) Dial(ctx context.Context, addr string, cfg rdma.ConnConfig) (
 	if err != nil {
 		return nil, fmt.Errorf("iwarp: dial %s: %w", addr, err)
 	}
-	var d net.Dialer
+	d := net.Dialer{LocalAddr: p.opts.LocalAddr}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("iwarp: %w", err) // a *net.OpError names the address
