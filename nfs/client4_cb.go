@@ -8,7 +8,8 @@ package nfs
 // answers CB_NULL and CB_COMPOUND on each such connection's Backchannel.
 //
 // CB_SEQUENCE keeps one reply cache entry per backchannel slot, so a
-// callback the server sends again is answered, not run again. CB_RECALL
+// callback the server sends again is answered, not run again. CB_GETATTR
+// is answered from a file holding a write delegation. CB_RECALL
 // and CB_RECALL_ANY are answered at once; the delegations they name are
 // returned (DELEGRETURN) on the fore channel from a goroutine of their
 // own, since the reply to the callback must not wait for a fore-channel
@@ -16,6 +17,7 @@ package nfs
 // has read (File4.ReadAt); a recall drops that cache first.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -150,6 +152,8 @@ func (cb *callbacks) compound(_ context.Context, call *rpc.Call) (rpc.Body, erro
 		case *nfs4.CBRecallAnyArgs:
 			cb.recallAll()
 			r = &nfs4.CBRecallAnyRes{}
+		case *nfs4.CBGetattrArgs:
+			r = cb.getattr(a)
 		default:
 			r = &nfs4.CBIllegalRes{Status: nfs4.ErrNotSupp}
 		}
@@ -178,6 +182,8 @@ func cbFailed(op nfs4.CBOp, st nfs4.Stat) nfs4.CBResOp {
 		return &nfs4.CBRecallRes{Status: st}
 	case nfs4.OpCBRecallAny:
 		return &nfs4.CBRecallAnyRes{Status: st}
+	case nfs4.OpCBGetattr:
+		return &nfs4.CBGetattrRes{Status: st}
 	}
 	return &nfs4.CBIllegalRes{Status: st}
 }
@@ -216,6 +222,36 @@ func (cb *callbacks) sequence(a *nfs4.CBSequenceArgs) (*nfs4.CBSequenceRes, []by
 	}
 	return &nfs4.CBSequenceRes{SessionID: a.SessionID, SequenceID: a.SequenceID, SlotID: a.SlotID,
 		HighestSlotID: backSlots - 1, TargetHighestSlotID: backSlots - 1}, nil
+}
+
+// getattr answers CB_GETATTR (RFC 8881 Section 20.1) for the file
+// holding a write delegation of a.FH: its size and change attribute as
+// the client sees them (client4_deleg.go), those of the two asked for.
+// Without such a file it fails with NFS4ERR_BADHANDLE (Section 20.1.3).
+func (cb *callbacks) getattr(a *nfs4.CBGetattrArgs) *nfs4.CBGetattrRes {
+	cb.mu.Lock()
+	var files []*File4
+	for _, f := range cb.delegs {
+		if bytes.Equal(f.FH, a.FH) {
+			files = append(files, f)
+		}
+	}
+	cb.mu.Unlock()
+	for _, f := range files {
+		size, change, ok := f.delegAttrs()
+		if !ok {
+			continue
+		}
+		var at nfs4.Attr
+		if a.AttrRequest.Has(nfs4.AttrChange) {
+			at.Mask, at.Change = at.Mask.With(nfs4.AttrChange), change
+		}
+		if a.AttrRequest.Has(nfs4.AttrSize) {
+			at.Mask, at.Size = at.Mask.With(nfs4.AttrSize), size
+		}
+		return &nfs4.CBGetattrRes{Attr: at}
+	}
+	return &nfs4.CBGetattrRes{Status: nfs4.ErrBadHandle}
 }
 
 // recallOne starts returning the delegation sid: NFS4ERR_BAD_STATEID if

@@ -93,6 +93,7 @@ func FuzzCallbacks(f *testing.F) {
 	for _, ops := range [][]nfs4.CBArgOp{
 		{&nfs4.CBSequenceArgs{SessionID: sid, SequenceID: 1}, &nfs4.CBRecallArgs{StateID: nfs4.StateID{Other: [12]byte{9}}}},
 		{&nfs4.CBSequenceArgs{SessionID: sid, SequenceID: 1, SlotID: 1}, &nfs4.CBRecallAnyArgs{}},
+		{&nfs4.CBSequenceArgs{SessionID: sid, SequenceID: 1}, &nfs4.CBGetattrArgs{FH: nfs4.FileHandle("fh"), AttrRequest: nfs4.BitmapOf(nfs4.AttrChange, nfs4.AttrSize)}},
 		{&nfs4.CBRecallArgs{}},
 	} {
 		var b rpc.Body
@@ -106,6 +107,7 @@ func FuzzCallbacks(f *testing.F) {
 		c.cb = cb
 		cb.closed = true
 		cb.hold(nfs4.StateID{Other: [12]byte{9}}, &File4{c: c, delegated: true})
+		cb.hold(nfs4.StateID{Other: [12]byte{8}}, &File4{c: c, FH: nfs4.FileHandle("fh"), delegated: true, delegType: nfs4.DelegWrite})
 		for range 2 { // the second time, perhaps a retry from the cache
 			cb.compound(context.Background(), &rpc.Call{Args: rpc.Body{XDR: data}})
 		}

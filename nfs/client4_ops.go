@@ -182,8 +182,18 @@ func (c *Client4) Write(ctx context.Context, fh nfs4.FileHandle, sid nfs4.StateI
 	return int(r.Count), r.Committed, r.Verifier, nil
 }
 
-// Commit makes fh's unstable writes stable and returns the verifier.
+// Commit makes fh's unstable writes stable and returns the verifier;
+// it sends first what files of fh open under a write delegation keep
+// (File4.WriteAt).
 func (c *Client4) Commit(ctx context.Context, fh nfs4.FileHandle) (nfs4.Verifier, error) {
+	if err := c.flushHandle(ctx, fh); err != nil {
+		return nfs4.Verifier{}, err
+	}
+	return c.commit(ctx, fh)
+}
+
+// commit is one COMMIT of fh.
+func (c *Client4) commit(ctx context.Context, fh nfs4.FileHandle) (nfs4.Verifier, error) {
 	var r nfs4.CommitRes
 	err := c.compound(ctx, []nfs4.ArgOp{&nfs4.PutFHArgs{FH: fh}, &nfs4.CommitArgs{}}, []nfs4.ResOp{&nfs4.PutFHRes{}, &r}, callOpts{})
 	return r.Verifier, err
@@ -253,16 +263,15 @@ type OpenOptions struct {
 	// other attributes of Attr; Exclusive fails if it exists (GUARDED4).
 	Create, Exclusive bool
 	Attr              nfs4.SetAttr
-	// Delegation asks for a read delegation when the file is opened for
-	// reading only and the session has a backchannel to recall it by
-	// (RFC 8881 Section 10.2): while the client holds it, ReadAt serves
-	// what it has read before from memory.
+	// Delegation asks for a delegation when the session has a
+	// backchannel to recall it by (RFC 8881 Section 10.2): a read
+	// delegation for a file opened for reading only (and not created), a
+	// write delegation for one opened for writing. While the client holds
+	// one, ReadAt serves what it has read before from memory, and under a
+	// write delegation WriteAt keeps UNSTABLE writes until they must go
+	// (client4_deleg.go).
 	Delegation bool
 }
-
-// maxDelegCache bounds what a file holding a read delegation keeps of
-// what it read.
-const maxDelegCache = 64 << 20
 
 // File4 is a file opened with OPEN: its handle and open stateid. Its
 // methods are safe for concurrent use.
@@ -289,6 +298,18 @@ type File4 struct {
 	delegated bool
 	cache     map[uint64]cachedRead
 	cached    int
+
+	// Under a write delegation (client4_deleg.go): the writes the client
+	// keeps, the file's size and change attribute as the client sees
+	// them, and the size past which it may not keep writes.
+	dirty      []dirtyWrite
+	dirtyLen   int
+	size       uint64
+	change     uint64
+	spaceLimit uint64
+	// flushMu makes one flush at a time, so that a flush that ends has
+	// sent every write kept before it began.
+	flushMu sync.Mutex
 }
 
 // cachedRead is what one READ under a delegation gave.
@@ -326,62 +347,6 @@ func (c *Client4) Open(ctx context.Context, dir nfs4.FileHandle, name string, o 
 	c.track(f)
 	f.delegate(or.Delegation)
 	return f, nil
-}
-
-// wantDeleg returns the OPEN want bits for o: a read delegation where
-// asked for, possible and recallable, none otherwise.
-func (c *Client4) wantDeleg(o OpenOptions) uint32 {
-	c.mu.Lock()
-	back := c.s != nil && c.s.flags&nfs4.CreateSessionFlagConnBackChan != 0
-	c.mu.Unlock()
-	if o.Delegation && back && o.Access == nfs4.ShareAccessRead && !o.Create {
-		return nfs4.ShareAccessWantReadDeleg
-	}
-	return nfs4.ShareAccessWantNoDeleg
-}
-
-// delegate takes a read delegation OPEN granted.
-func (f *File4) delegate(d nfs4.OpenDelegation) {
-	switch d.Type {
-	case nfs4.DelegRead:
-		f.mu.Lock()
-		f.deleg, f.delegType, f.delegated, f.cache = d.StateID, d.Type, true, map[uint64]cachedRead{}
-		f.mu.Unlock()
-		f.c.cb.hold(d.StateID, f)
-	case nfs4.DelegWrite:
-		// Not asked for; give it back rather than hold what this
-		// client does not cache for.
-		f.mu.Lock()
-		f.deleg, f.delegType, f.delegated = d.StateID, d.Type, true
-		f.mu.Unlock()
-		f.c.cb.hold(d.StateID, f)
-		f.c.cb.returnLater(f)
-	}
-}
-
-// Delegated reports whether the file holds a delegation.
-func (f *File4) Delegated() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.delegated
-}
-
-// ReturnDelegation drops what the file read under its delegation and
-// returns the delegation (DELEGRETURN); without one it does nothing.
-func (f *File4) ReturnDelegation(ctx context.Context) error {
-	f.mu.Lock()
-	sid, held := f.deleg, f.delegated
-	f.delegated, f.cache, f.cached = false, nil, 0
-	f.mu.Unlock()
-	if !held || !f.c.cb.release(sid) {
-		return nil
-	}
-	err := f.c.compound(ctx, []nfs4.ArgOp{&nfs4.PutFHArgs{FH: f.FH}, &nfs4.DelegReturnArgs{StateID: sid}},
-		[]nfs4.ResOp{&nfs4.PutFHRes{}, &nfs4.DelegReturnRes{}}, callOpts{})
-	if lostState(err) {
-		return nil
-	}
-	return err
 }
 
 // OpenFH opens the file fh (OPEN with CLAIM_FH, RFC 8881 Section
@@ -486,6 +451,9 @@ func (f *File4) withState(ctx context.Context, op func(nfs4.StateID) error) erro
 // under it is served from memory: the server recalls the delegation
 // before any other client may change the file (RFC 8881 Section 10.4).
 func (f *File4) ReadAt(ctx context.Context, p []byte, off uint64) (n int, eof bool, err error) {
+	if err := f.Flush(ctx); err != nil {
+		return 0, false, err
+	}
 	f.mu.Lock()
 	if b, ok := f.cache[off]; ok && f.delegated && (len(p) <= len(b.data) || b.eof) {
 		n = copy(p, b.data)
@@ -500,7 +468,7 @@ func (f *File4) ReadAt(ctx context.Context, p []byte, off uint64) (n int, eof bo
 	})
 	if err == nil && (n == len(p) || eof) {
 		f.mu.Lock()
-		if f.delegated && f.cached+n <= maxDelegCache {
+		if f.delegated && f.cache != nil && f.cached+n <= maxDelegCache {
 			f.cache[off] = cachedRead{data: append([]byte(nil), p[:n]...), eof: eof}
 			f.cached += n
 		}
@@ -511,22 +479,49 @@ func (f *File4) ReadAt(ctx context.Context, p []byte, off uint64) (n int, eof bo
 
 // WriteAt makes one WRITE of p at off (at most MaxWrite bytes); see
 // Client4.Write.
+//
+// Under a write delegation an UNSTABLE write is kept by the client, not
+// sent: WriteAt returns len(p) (at most MaxWrite), UNSTABLE4 and a zero
+// verifier, and Flush, Close, ReadAt, the client's Commit of the file's
+// handle, or the delegation's recall or return send it later (see
+// client4_deleg.go). Other writes send what was kept first.
 func (f *File4) WriteAt(ctx context.Context, p []byte, off uint64, stable nfs4.StableHow) (n int, committed nfs4.StableHow, verf nfs4.Verifier, err error) {
 	f.mu.Lock()
 	if f.cache != nil {
 		f.cache, f.cached = map[uint64]cachedRead{}, 0
 	}
 	f.mu.Unlock()
+	if len(p) > f.c.MaxWrite() {
+		p = p[:f.c.MaxWrite()]
+	}
+	if f.keep(p, off, stable) {
+		return len(p), nfs4.Unstable, nfs4.Verifier{}, nil
+	}
+	if err := f.Flush(ctx); err != nil {
+		return 0, 0, nfs4.Verifier{}, err
+	}
+	return f.writeThrough(ctx, p, off, stable)
+}
+
+// writeThrough sends one WRITE of p at off with the open stateid.
+func (f *File4) writeThrough(ctx context.Context, p []byte, off uint64, stable nfs4.StableHow) (n int, committed nfs4.StableHow, verf nfs4.Verifier, err error) {
 	err = f.withState(ctx, func(sid nfs4.StateID) error {
 		n, committed, verf, err = f.c.Write(ctx, f.FH, sid, p, off, stable)
 		return err
 	})
+	if err == nil {
+		f.wrote(off + uint64(n))
+	}
 	return n, committed, verf, err
 }
 
-// Close returns the file's delegation, if it holds one, and releases
-// the open (CLOSE). A state the server already lost is no error.
+// Close sends the writes the file keeps, returns its delegation, if it
+// holds one, and releases the open (CLOSE). A state the server already
+// lost is no error.
 func (f *File4) Close(ctx context.Context) error {
+	if err := f.Flush(ctx); err != nil {
+		return err
+	}
 	if err := f.ReturnDelegation(ctx); err != nil {
 		return err
 	}

@@ -22,6 +22,11 @@ type fakeFiles struct {
 	opens    map[[12]byte]string // open stateid's other: the open's key (owner and file)
 	prev     map[string]bool     // the opens before the restart, by key
 	refuse   map[string]bool     // files whose reclaim is refused (NFS4ERR_RECLAIM_BAD)
+	// grantWrite grants a write delegation to an OPEN that wants one;
+	// delegs holds those granted, by stateid.
+	grantWrite bool
+	delegs     map[[12]byte]string
+	log        []string // WRITE, COMMIT, READ, DELEGRETURN, in order
 
 	claims    map[nfs4.ClaimType]int // OPENs by claim
 	noGrace   int                    // reclaims refused as outside the grace period
@@ -36,6 +41,7 @@ func (f *fake4) fileOp(op nfs4.ArgOp, fh *nfs4.FileHandle) nfs4.ResOp {
 	fs := &f.files
 	if fs.data == nil {
 		fs.boot, fs.data, fs.opens, fs.claims = 1, map[string][]byte{}, map[[12]byte]string{}, map[nfs4.ClaimType]int{}
+		fs.delegs = map[[12]byte]string{}
 	}
 	if fs.grace && f.reclaimed && time.Now().After(fs.graceEnd) {
 		fs.grace = false
@@ -80,11 +86,21 @@ func (f *fake4) fileOp(op nfs4.ArgOp, fh *nfs4.FileHandle) nfs4.ResOp {
 		fs.n++
 		sid := nfs4.StateID{Seqid: 1, Other: [12]byte{fs.boot, byte(fs.n >> 8), byte(fs.n)}}
 		fs.opens[sid.Other] = openKey(a.Owner.Owner, *fh)
-		return &nfs4.OpenRes{StateID: sid}
+		res := &nfs4.OpenRes{StateID: sid}
+		if fs.grantWrite && (a.ShareAccess&nfs4.ShareAccessWantDelegMask == nfs4.ShareAccessWantWriteDeleg ||
+			a.Claim == nfs4.ClaimPrevious && a.DelegType == nfs4.DelegWrite) {
+			fs.n++
+			d := nfs4.StateID{Seqid: 1, Other: [12]byte{fs.boot, byte(fs.n >> 8), byte(fs.n), 'd'}}
+			fs.delegs[d.Other] = string(*fh)
+			res.Delegation = nfs4.OpenDelegation{Type: nfs4.DelegWrite, StateID: d,
+				SpaceLimit: nfs4.SpaceLimit{LimitBy: nfs4.LimitSize, FileSize: 1 << 20}}
+		}
+		return res
 	case *nfs4.ReadArgs:
 		if st := check(a.StateID); st != nfs4.OK {
 			return &nfs4.ReadRes{Status: st}
 		}
+		fs.log = append(fs.log, "READ")
 		d := fs.data[string(*fh)]
 		off := min(a.Offset, uint64(len(d)))
 		end := min(off+uint64(a.Count), uint64(len(d)))
@@ -93,6 +109,7 @@ func (f *fake4) fileOp(op nfs4.ArgOp, fh *nfs4.FileHandle) nfs4.ResOp {
 		if st := check(a.StateID); st != nfs4.OK {
 			return &nfs4.WriteRes{Status: st}
 		}
+		fs.log = append(fs.log, "WRITE")
 		d := fs.data[string(*fh)]
 		if end := int(a.Offset) + len(a.Data); end > len(d) {
 			d = append(d, make([]byte, end-len(d))...)
@@ -101,7 +118,18 @@ func (f *fake4) fileOp(op nfs4.ArgOp, fh *nfs4.FileHandle) nfs4.ResOp {
 		fs.data[string(*fh)] = d
 		return &nfs4.WriteRes{Count: uint32(len(a.Data)), Committed: a.Stable, Verifier: nfs4.Verifier{fs.boot}}
 	case *nfs4.CommitArgs:
+		fs.log = append(fs.log, "COMMIT")
 		return &nfs4.CommitRes{Verifier: nfs4.Verifier{fs.boot}}
+	case *nfs4.DelegReturnArgs:
+		if a.StateID.Other[0] != fs.boot {
+			return &nfs4.DelegReturnRes{Status: nfs4.ErrStaleStateID}
+		}
+		if fs.delegs[a.StateID.Other] == "" {
+			return &nfs4.DelegReturnRes{Status: nfs4.ErrBadStateID}
+		}
+		delete(fs.delegs, a.StateID.Other)
+		fs.log = append(fs.log, "DELEGRETURN")
+		return &nfs4.DelegReturnRes{}
 	case *nfs4.CloseArgs:
 		if st := check(a.StateID); st != nfs4.OK {
 			return &nfs4.CloseRes{Status: st}
@@ -127,7 +155,7 @@ func (f *fake4) restart(grace time.Duration) {
 	for _, k := range fs.opens {
 		fs.prev[k] = true
 	}
-	fs.opens = map[[12]byte]string{}
+	fs.opens, fs.delegs = map[[12]byte]string{}, map[[12]byte]string{}
 	fs.boot++
 	fs.grace, fs.graceEnd = true, time.Now().Add(grace)
 }
