@@ -184,6 +184,8 @@ type Client struct {
 	info nfs3.FsinfoRes
 
 	mountAddr, export string
+
+	stats clientCounters // client_stats.go
 }
 
 // NewClient returns a Client of the export whose root handle is root,
@@ -243,6 +245,7 @@ func (c *Client) call(ctx context.Context, p nfs3.Proc, a interface{ Append(*rpc
 	a.Append(&b)
 	rep, err := c.rc.Call(ctx, &rpc.Request{Prog: nfs3.Program, Vers: nfs3.Version, Proc: uint32(p),
 		Cred: c.cred, Args: b, ResultBufs: bufs, MaxReply: p.ReplySize(count)})
+	c.stats.called(p, rep.Results.XDR, err)
 	if err != nil {
 		return fmt.Errorf("nfs: %v: %w", p, err)
 	}
@@ -263,7 +266,9 @@ func stat(p nfs3.Proc, st nfs3.Stat) error {
 
 // Null calls NFS procedure 0.
 func (c *Client) Null(ctx context.Context) error {
-	return c.rc.Null(ctx, nfs3.Program, nfs3.Version)
+	err := c.rc.Null(ctx, nfs3.Program, nfs3.Version)
+	c.stats.called(nfs3.ProcNull, nil, err)
+	return err
 }
 
 // Getattr returns fh's attributes.
@@ -358,6 +363,9 @@ func (c *Client) Read(ctx context.Context, fh nfs3.FileHandle, p []byte, off uin
 	if err != nil {
 		return 0, false, err
 	}
+	if r.Status == nfs3.OK {
+		c.stats.read.Add(uint64(len(r.Data)))
+	}
 	return len(r.Data), r.EOF, stat(nfs3.ProcRead, r.Status)
 }
 
@@ -398,6 +406,7 @@ func (c *Client) Write(ctx context.Context, fh nfs3.FileHandle, p []byte, off ui
 	if int(r.Count) > len(p) {
 		return 0, 0, nfs3.Verf{}, fmt.Errorf("nfs: WRITE of %d bytes answered count %d", len(p), r.Count)
 	}
+	c.stats.written.Add(uint64(r.Count))
 	return int(r.Count), r.Committed, r.Verf, nil
 }
 

@@ -151,16 +151,19 @@ func (l *LocalFS) child(dir uint64, name string) (string, error) {
 func (l *LocalFS) attr(fi fs.FileInfo) nfs3.Attr { return l.statAttr(fi.Sys().(*syscall.Stat_t)) }
 
 // statAttr converts a stat(2) result into fattr3.
-func (l *LocalFS) statAttr(st *syscall.Stat_t) nfs3.Attr {
+func (l *LocalFS) statAttr(st *syscall.Stat_t) nfs3.Attr { return attrOfStat(st, l.fsid) }
+
+// attrOfStat converts a stat(2) result into fattr3 on filesystem fsid.
+func attrOfStat(st *syscall.Stat_t, fsid uint64) nfs3.Attr {
 	at, mt, ct := statTimes(st)
 	a := nfs3.Attr{
 		Mode: uint32(st.Mode) & 0o7777, Nlink: uint32(st.Nlink), UID: st.Uid, GID: st.Gid,
 		Size: uint64(st.Size), Used: uint64(st.Blocks) * 512,
 		Rdev: nfs3.SpecData{Major: unix.Major(uint64(st.Rdev)), Minor: unix.Minor(uint64(st.Rdev))},
-		FSID: l.fsid, FileID: st.Ino,
-		Atime: nfs3.Time{Seconds: uint32(at.Sec), Nseconds: uint32(at.Nsec)},
-		Mtime: nfs3.Time{Seconds: uint32(mt.Sec), Nseconds: uint32(mt.Nsec)},
-		Ctime: nfs3.Time{Seconds: uint32(ct.Sec), Nseconds: uint32(ct.Nsec)},
+		FSID: fsid, FileID: st.Ino,
+		Atime: nfs3.TimeOf(time.Unix(int64(at.Sec), int64(at.Nsec))),
+		Mtime: nfs3.TimeOf(time.Unix(int64(mt.Sec), int64(mt.Nsec))),
+		Ctime: nfs3.TimeOf(time.Unix(int64(ct.Sec), int64(ct.Nsec))),
 	}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:

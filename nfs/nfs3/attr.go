@@ -1,6 +1,7 @@
 package nfs3
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -58,9 +59,20 @@ type Time struct {
 }
 
 // TimeOf returns t as an nfstime3 (RFC 1813 Section 2.6): seconds since
-// 1970 in 32 bits, and nanoseconds.
+// 1970-01-01T00:00:00Z in 32 unsigned bits, and nanoseconds. nfstime3 holds
+// no time before 1970 or after 2106-02-07T06:28:15.999999999Z: those (the
+// zero time.Time among them) give the first or the last time it holds,
+// rather than the low 32 bits of the seconds, which would turn 1969 into
+// 2106.
 func TimeOf(t time.Time) Time {
-	return Time{Seconds: uint32(t.Unix()), Nseconds: uint32(t.Nanosecond())}
+	switch s := t.Unix(); {
+	case s < 0:
+		return Time{}
+	case s > math.MaxUint32:
+		return Time{Seconds: math.MaxUint32, Nseconds: 999999999}
+	default:
+		return Time{Seconds: uint32(s), Nseconds: uint32(t.Nanosecond())}
+	}
 }
 
 // Time returns t as a time.Time in the local zone.
