@@ -35,17 +35,21 @@
 // and trees over it without ever leaving a partial file under its final
 // name. Mount4 is the NFSv4.1 client: a session whose slots give each request
 // exactly-once semantics (RFC 8881 Section 2.10.6), recovery of a lost
-// session or client ID, and the file operations, OPEN and CLOSE through
-// File4. Over RPC-over-RDMA with rpcrdma.Config.BackwardCredits set, its
-// backchannel is the connection itself (RFC 8167): it serves CB_SEQUENCE,
-// CB_RECALL and CB_RECALL_ANY, and a file opened with
-// OpenOptions.Delegation reads from its cache while it holds a read
-// delegation (client4_cb.go).
+// session or client ID with the open state reclaimed in the restarted
+// server's grace period (RFC 8881 Section 8.4.2, client4_recover.go), and
+// the file operations, OPEN and CLOSE through File4. Over RPC-over-RDMA
+// with rpcrdma.Config.BackwardCredits set, its backchannel is the
+// connection itself (RFC 8167): it serves CB_SEQUENCE, CB_RECALL,
+// CB_RECALL_ANY and CB_GETATTR, and a file opened with
+// OpenOptions.Delegation reads from its cache while it holds a
+// delegation and, under a write delegation, keeps its UNSTABLE writes
+// until they must go (client4_cb.go, client4_deleg.go).
 //
 // Tour: fs.go (the FS interface), localfs.go (LocalFS), handle.go (file
 // handles), perm.go (permission checks), errors.go (errno to status),
 // server.go and server_procs.go (the NFS procedures), mountd.go (MOUNT),
 // bounds.go (ArgLimit), client.go (Client, Mount), files.go (Files),
 // copy.go and tree.go (copying files and trees), export.go (finding an export and its
-// ports), client4.go, client4_ops.go and slots.go (the NFSv4.1 client).
+// ports), client4.go, client4_ops.go, client4_recover.go, client4_deleg.go,
+// client4_cb.go and slots.go (the NFSv4.1 client).
 package nfs
