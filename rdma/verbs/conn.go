@@ -108,7 +108,7 @@ type Conn struct {
 	followers atomic.Int32
 	ccRaw     syscall.RawConn
 
-	wg sync.WaitGroup
+	wg sync.WaitGroup // cmLoop and endLocked's wake-up; destroy waits
 }
 
 // pending is a posted work request.
@@ -535,8 +535,14 @@ func (c *Conn) endLocked(err error) {
 	}
 	c.p.log.Debug("verbs: connection ended", "local", c.local, "remote", c.remote, "err", err)
 	c.kickLocked()
-	// Wake waiters without taking cqMu, which the caller may hold.
+	// Wake waiters without taking cqMu, which the caller may hold, on a
+	// goroutine that destroy waits for with cmLoop. The Add comes before
+	// destroy's Wait: Close ends the connection before destroying it, and
+	// a connection destroyed without Close was never started, so nothing
+	// ends it but destroy, which starts no goroutine.
+	c.wg.Add(1)
 	go func() {
+		defer c.wg.Done()
 		c.cqMu.Lock()
 		c.signalLocked()
 		c.cqMu.Unlock()

@@ -20,7 +20,7 @@ func TestGuest(t *testing.T) {
 	if lab.InGuest() {
 		t.Skip("already in the guest")
 	}
-	out := lab.RunTestBinary(t, ".", []string{"verbs"}, "-test.run", "^Test(Conformance|PeerKilled|HostileCredits|ReadSinkAccess|AsyncEvents|SendInvalidate|WaitAfterEnd|DeferredPostFails)", "-test.v")
+	out := lab.RunTestBinary(t, ".", []string{"verbs"}, "-test.run", "^Test(Conformance|PeerKilled|HostileCredits|ReadSinkAccess|AsyncEvents|SendInvalidate|WaitAfterEnd|DeferredPostFails|CloseLeavesNoGoroutine)", "-test.v")
 	for _, dev := range []string{"rxe0", "siw0"} {
 		for _, c := range []string{"SharedRecv", "SharedRecvEmpty", "SharedRecvTooLong", "SharedRecvLimit", "SharedRecvClose"} {
 			if want := "--- PASS: TestConformance/" + dev + "/" + c + " "; !strings.Contains(out, want) {
@@ -37,7 +37,8 @@ func TestGuest(t *testing.T) {
 		"--- PASS: TestAsyncEvents/rxe0", "--- PASS: TestAsyncEvents/siw0",
 		"--- PASS: TestSendInvalidate/rxe0", "--- PASS: TestSendInvalidate/siw0",
 		"--- PASS: TestWaitAfterEnd/rxe0", "--- PASS: TestWaitAfterEnd/siw0",
-		"--- PASS: TestDeferredPostFails/rxe0", "--- PASS: TestDeferredPostFails/siw0"} {
+		"--- PASS: TestDeferredPostFails/rxe0", "--- PASS: TestDeferredPostFails/siw0",
+		"--- PASS: TestCloseLeavesNoGoroutine/rxe0", "--- PASS: TestCloseLeavesNoGoroutine/siw0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the guest's output:\n%s", want, out)
 		}

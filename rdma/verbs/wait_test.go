@@ -5,6 +5,8 @@ package verbs
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,4 +107,38 @@ func TestDeferredPostFails(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCloseLeavesNoGoroutine: when Close returns, none of the
+// connection's goroutines runs, the rdma_cm loop nor the one its end
+// starts to wake the Waits (endLocked): Close waits for both. The check
+// is made at once, with no grace, on many connections: a goroutine that
+// Close did not wait for would be seen in some of them.
+func TestCloseLeavesNoGoroutine(t *testing.T) {
+	forTargets(t, func(t *testing.T, tg target) {
+		rdmatest.CheckGoroutines(t)
+		p := newProvider(t, tg, Options{})
+		cfg := rdmatest.Config{Provider: p, ListenAddr: tg.addr + ":0", Timeout: 30 * time.Second}
+		for i := range 20 {
+			a, b := rdmatest.Pair(t, cfg, rdma.ConnConfig{}, rdma.ConnConfig{})
+			a.Close()
+			b.Close()
+			if g := connGoroutine(); g != "" {
+				t.Fatalf("connection %d: a goroutine of a closed connection runs when Close has returned:\n%s", i, g)
+			}
+		}
+	})
+}
+
+// connGoroutine returns the stack of a goroutine running a method of a
+// Conn, or "".
+func connGoroutine() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "verbs.(*Conn).") && !strings.Contains(g, "TestCloseLeavesNoGoroutine") {
+			return g
+		}
+	}
+	return ""
 }
