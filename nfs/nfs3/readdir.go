@@ -66,39 +66,13 @@ type ReaddirRes struct {
 
 // Append appends the encoded results to b.
 func (r *ReaddirRes) Append(b *rpc.Body) {
-	b.XDR = xdr.AppendUint32(b.XDR, uint32(r.Status))
-	b.XDR = r.DirAttr.Append(b.XDR)
-	if r.Status == OK {
-		b.XDR = append(b.XDR, r.CookieVerf[:]...)
-		for i := range r.Entries {
-			b.XDR = r.Entries[i].append(b.XDR)
-		}
-		b.XDR = xdr.AppendBool(b.XDR, false)
-		b.XDR = xdr.AppendBool(b.XDR, r.EOF)
-	}
+	b.XDR = appendDirRes(b.XDR, r.Status, &r.DirAttr, r.CookieVerf, r.Entries, r.EOF)
 }
 
 // Decode decodes the results and returns d's sticky error. Entries are
 // appended to r.Entries[:0], so a caller can reuse the slice.
 func (r *ReaddirRes) Decode(d *rpc.BodyDecoder) error {
-	r.Status = Stat(d.Uint32())
-	r.DirAttr.Decode(d)
-	r.CookieVerf, r.Entries, r.EOF = Verf{}, r.Entries[:0], false
-	if r.Status != OK {
-		return d.Err()
-	}
-	r.CookieVerf.decode(d)
-	// Each entry consumes at least 24 bytes, so the loop ends with the
-	// buffer.
-	for d.Optional() {
-		var e Entry
-		e.decode(d)
-		if d.Err() != nil {
-			break
-		}
-		r.Entries = append(r.Entries, e)
-	}
-	r.EOF = d.Bool()
+	r.Status, r.CookieVerf, r.Entries, r.EOF = decodeDirRes(d, &r.DirAttr, r.Entries[:0])
 	return d.Err()
 }
 
@@ -181,36 +155,62 @@ type ReaddirplusRes struct {
 
 // Append appends the encoded results to b.
 func (r *ReaddirplusRes) Append(b *rpc.Body) {
-	b.XDR = xdr.AppendUint32(b.XDR, uint32(r.Status))
-	b.XDR = r.DirAttr.Append(b.XDR)
-	if r.Status == OK {
-		b.XDR = append(b.XDR, r.CookieVerf[:]...)
-		for i := range r.Entries {
-			b.XDR = r.Entries[i].append(b.XDR)
-		}
-		b.XDR = xdr.AppendBool(b.XDR, false)
-		b.XDR = xdr.AppendBool(b.XDR, r.EOF)
-	}
+	b.XDR = appendDirRes(b.XDR, r.Status, &r.DirAttr, r.CookieVerf, r.Entries, r.EOF)
 }
 
 // Decode decodes the results and returns d's sticky error. Entries are
 // appended to r.Entries[:0]; their handles alias the decoder's buffer.
 func (r *ReaddirplusRes) Decode(d *rpc.BodyDecoder) error {
-	r.Status = Stat(d.Uint32())
-	r.DirAttr.Decode(d)
-	r.CookieVerf, r.Entries, r.EOF = Verf{}, r.Entries[:0], false
-	if r.Status != OK {
-		return d.Err()
+	r.Status, r.CookieVerf, r.Entries, r.EOF = decodeDirRes(d, &r.DirAttr, r.Entries[:0])
+	return d.Err()
+}
+
+// dirEntry is an entry of a directory listing, Entry or EntryPlus, as
+// a pointer to it encodes and decodes itself.
+type dirEntry[E any] interface {
+	*E
+	append(b []byte) []byte
+	decode(d *rpc.BodyDecoder)
+}
+
+// appendDirRes appends READDIR3res or READDIRPLUS3res, which differ only
+// in their entries' type (RFC 1813 Sections 3.3.16 and 3.3.17): the
+// status, the directory's attributes and, if OK, the cookie verifier,
+// the entries as XDR's linked list, and eof.
+func appendDirRes[E any, P dirEntry[E]](b []byte, st Stat, dirAttr *PostOpAttr, verf Verf, entries []E, eof bool) []byte {
+	b = xdr.AppendUint32(b, uint32(st))
+	b = dirAttr.Append(b)
+	if st != OK {
+		return b
 	}
-	r.CookieVerf.decode(d)
+	b = append(b, verf[:]...)
+	for i := range entries {
+		b = P(&entries[i]).append(b)
+	}
+	b = xdr.AppendBool(b, false)
+	return xdr.AppendBool(b, eof)
+}
+
+// decodeDirRes decodes what appendDirRes appends, the directory's
+// attributes into dirAttr and the entries appended to entries; d's
+// sticky error says whether it could. The verifier, entries and eof are
+// zero unless the status is OK.
+func decodeDirRes[E any, P dirEntry[E]](d *rpc.BodyDecoder, dirAttr *PostOpAttr, entries []E) (st Stat, verf Verf, _ []E, eof bool) {
+	st = Stat(d.Uint32())
+	dirAttr.Decode(d)
+	if st != OK {
+		return st, verf, entries, false
+	}
+	verf.decode(d)
+	// Each entry consumes at least 24 bytes, so the loop ends with the
+	// buffer.
 	for d.Optional() {
-		var e EntryPlus
-		e.decode(d)
+		var e E
+		P(&e).decode(d)
 		if d.Err() != nil {
 			break
 		}
-		r.Entries = append(r.Entries, e)
+		entries = append(entries, e)
 	}
-	r.EOF = d.Bool()
-	return d.Err()
+	return st, verf, entries, d.Bool()
 }
