@@ -88,26 +88,10 @@ func (s *Server) readdir(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		return rpc.Body{}, err
 	}
 	var r nfs3.ReaddirRes
-	r.Status = func() nfs3.Stat {
-		o, dir, st := s.open(ctx, c, a.Dir)
-		if st != nfs3.OK {
-			return st
-		}
-		defer func() { r.DirAttr = o.postOp(dir) }()
-		if st := o.readableDir(dir); st != nfs3.OK {
-			return st
-		}
-		f := newDirFill(a.Count)
-		r.EOF, st = o.listDir(dir, a.Cookie, func(name string, ino, next uint64) bool {
-			e := nfs3.Entry{FileID: ino, Name: name, Cookie: next}
-			if !f.fits(e.EncodedLen()) {
-				return false
-			}
-			r.Entries = append(r.Entries, e)
-			return true
+	r.Status, r.DirAttr, r.Entries, r.EOF = listing(s, ctx, c, a.Dir, a.Cookie, a.Count,
+		func(_ *op, name string, ino, next uint64) nfs3.Entry {
+			return nfs3.Entry{FileID: ino, Name: name, Cookie: next}
 		})
-		return f.status(st, len(r.Entries))
-	}()
 	return reply(nfs3.ProcReaddir, a.Count, &r)
 }
 
@@ -117,26 +101,45 @@ func (s *Server) readdirplus(ctx context.Context, c *rpc.Call) (rpc.Body, error)
 		return rpc.Body{}, err
 	}
 	var r nfs3.ReaddirplusRes
-	r.Status = func() nfs3.Stat {
-		o, dir, st := s.open(ctx, c, a.Dir)
-		if st != nfs3.OK {
-			return st
-		}
-		defer func() { r.DirAttr = o.postOp(dir) }()
-		if st := o.readableDir(dir); st != nfs3.OK {
-			return st
-		}
-		f := newDirFill(a.MaxCount)
-		r.EOF, st = o.listDir(dir, a.Cookie, func(name string, ino, next uint64) bool {
+	r.Status, r.DirAttr, r.Entries, r.EOF = listing(s, ctx, c, a.Dir, a.Cookie, a.MaxCount,
+		func(o *op, name string, ino, next uint64) nfs3.EntryPlus {
 			e := nfs3.EntryPlus{FileID: ino, Name: name, Cookie: next, Attr: o.postOp(ino)}
 			e.FH = nfs3.PostOpFH{Present: true, FH: o.handle(ino)}
-			if !f.fits(e.EncodedLen()) {
-				return false
-			}
-			r.Entries = append(r.Entries, e)
-			return true
+			return e
 		})
-		return f.status(st, len(r.Entries))
-	}()
 	return reply(nfs3.ProcReaddirplus, a.MaxCount, &r)
+}
+
+// sizedEntry is a READDIR or READDIRPLUS entry, as a pointer to it
+// gives its encoded length.
+type sizedEntry[E any] interface {
+	*E
+	EncodedLen() int
+}
+
+// listing is what READDIR and READDIRPLUS do alike: it checks that fh is
+// a directory the caller may list, and lists it from cookie (listDir) in
+// the entries entry makes, as many as fit count bytes (dirFill). It
+// returns the status, the directory's attributes after, the entries and
+// eof.
+func listing[E any, P sizedEntry[E]](s *Server, ctx context.Context, c *rpc.Call, fh nfs3.FileHandle, cookie uint64, count uint32,
+	entry func(o *op, name string, ino, next uint64) E) (st nfs3.Stat, dirAttr nfs3.PostOpAttr, entries []E, eof bool) {
+	o, dir, st := s.open(ctx, c, fh)
+	if st != nfs3.OK {
+		return st, dirAttr, nil, false
+	}
+	defer func() { dirAttr = o.postOp(dir) }()
+	if st := o.readableDir(dir); st != nfs3.OK {
+		return st, dirAttr, nil, false
+	}
+	f := newDirFill(count)
+	eof, st = o.listDir(dir, cookie, func(name string, ino, next uint64) bool {
+		e := entry(&o, name, ino, next)
+		if !f.fits(P(&e).EncodedLen()) {
+			return false
+		}
+		entries = append(entries, e)
+		return true
+	})
+	return f.status(st, len(entries)), dirAttr, entries, eof
 }
