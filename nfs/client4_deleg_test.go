@@ -144,3 +144,35 @@ func TestFile4WriteDelegationFlush(t *testing.T) {
 		t.Errorf("Close returned no delegation: %v", log)
 	}
 }
+
+// TestFile4WriteDelegationVerifier: a COMMIT whose verifier is not the
+// WRITEs' (the server restarted between them and may have lost them)
+// makes the client send the kept writes again; a second time, it fails
+// and keeps them.
+func TestFile4WriteDelegationVerifier(t *testing.T) {
+	f, _, fl := openWriteDeleg(t, "v")
+	ctx := ctxT(t)
+	fl.WriteAt(ctx, []byte("abc"), 0, nfs4.Unstable)
+	f.mu.Lock()
+	f.files.newVerifier = 1
+	f.mu.Unlock()
+	if err := fl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if log, data := fakeLog(f, "v"); strings.Join(log, " ") != "WRITE COMMIT WRITE COMMIT" || data != "abc" {
+		t.Errorf("the server saw %v and holds %q; want WRITE COMMIT WRITE COMMIT and \"abc\"", log, data)
+	}
+	fl.WriteAt(ctx, []byte("def"), 3, nfs4.Unstable)
+	f.mu.Lock()
+	f.files.newVerifier = 2
+	f.mu.Unlock()
+	if err := fl.Flush(ctx); err == nil || !strings.Contains(err.Error(), "verifier changed") {
+		t.Errorf("a verifier changing twice: %v", err)
+	}
+	if err := fl.Flush(ctx); err != nil {
+		t.Errorf("the writes kept after the failure: %v", err)
+	}
+	if _, data := fakeLog(f, "v"); data != "abcdef" {
+		t.Errorf("the server holds %q, want \"abcdef\"", data)
+	}
+}

@@ -27,6 +27,9 @@ type fakeFiles struct {
 	grantWrite bool
 	delegs     map[[12]byte]string
 	log        []string // WRITE, COMMIT, READ, DELEGRETURN, in order
+	// newVerifier answers the next COMMITs with a verifier other than
+	// the WRITEs'.
+	newVerifier int
 
 	claims    map[nfs4.ClaimType]int // OPENs by claim
 	noGrace   int                    // reclaims refused as outside the grace period
@@ -119,6 +122,10 @@ func (f *fake4) fileOp(op nfs4.ArgOp, fh *nfs4.FileHandle) nfs4.ResOp {
 		return &nfs4.WriteRes{Count: uint32(len(a.Data)), Committed: a.Stable, Verifier: nfs4.Verifier{fs.boot}}
 	case *nfs4.CommitArgs:
 		fs.log = append(fs.log, "COMMIT")
+		if fs.newVerifier > 0 { // as if it restarted after the WRITEs
+			fs.newVerifier--
+			return &nfs4.CommitRes{Verifier: nfs4.Verifier{fs.boot, 'x'}}
+		}
 		return &nfs4.CommitRes{Verifier: nfs4.Verifier{fs.boot}}
 	case *nfs4.DelegReturnArgs:
 		if a.StateID.Other[0] != fs.boot {

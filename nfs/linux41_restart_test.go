@@ -151,9 +151,11 @@ func TestLinux41Restart(t *testing.T) {
 		in := c.Info()
 		t.Logf("%s: recoveries %d, reclaimed %d (delegations %d), refused %d, reopened %d, grace waits %d",
 			name, in.Recoveries, in.Reclaimed, in.DelegationsReclaimed, in.ReclaimRefused, in.Reopened, in.GraceWaits)
-		// Two files each (the RDMA client's second is the delegated one).
-		if in.Recoveries != 1 || in.Reclaimed != 2 || in.ReclaimRefused != 0 {
-			t.Errorf("%s: %d recoveries, %d reclaimed, %d refused; want 1, 2, 0", name, in.Recoveries, in.Reclaimed, in.ReclaimRefused)
+		// Two files each (the RDMA client's second is the delegated one),
+		// reclaimed at each recovery: more than one if another test
+		// restarted knfsd meanwhile.
+		if in.Recoveries < 1 || in.Reclaimed < 2 || in.ReclaimRefused != 0 {
+			t.Errorf("%s: %d recoveries, %d reclaimed, %d refused; want 1 or more, 2 or more, 0", name, in.Recoveries, in.Reclaimed, in.ReclaimRefused)
 		}
 	}
 	if in := tcp.Info(); in.GraceWaits < 1 {
