@@ -546,26 +546,14 @@ func (c *Client) dirCount() uint32 { return min(max(c.info.DTPref, 4096), 1<<20)
 // ReadDir lists dir with as many READDIRs as it takes, "." and ".."
 // included if the server sends them.
 func (c *Client) ReadDir(ctx context.Context, dir nfs3.FileHandle) ([]nfs3.Entry, error) {
-	var all []nfs3.Entry
 	a := nfs3.ReaddirArgs{Dir: dir, Count: c.dirCount()}
-	for range maxDirPages {
-		var r nfs3.ReaddirRes
-		if err := c.call(ctx, nfs3.ProcReaddir, &a, a.Count, nil, r.Decode); err != nil {
-			return all, err
-		}
-		if err := stat(nfs3.ProcReaddir, r.Status); err != nil {
-			return all, err
-		}
-		all = append(all, r.Entries...)
-		if r.EOF {
-			return all, nil
-		}
-		if len(r.Entries) == 0 {
-			return all, errors.New("nfs: READDIR returned no entries and no eof")
-		}
-		a.Cookie, a.CookieVerf = r.Entries[len(r.Entries)-1].Cookie, r.CookieVerf
-	}
-	return all, errors.New("nfs: READDIR: directory longer than the pages a listing may take")
+	return pageDir(nfs3.ProcReaddir, func(e *nfs3.Entry) uint64 { return e.Cookie },
+		func(cookie uint64, verf nfs3.Verf) (dirPage[nfs3.Entry], error) {
+			a.Cookie, a.CookieVerf = cookie, verf
+			var r nfs3.ReaddirRes
+			err := c.call(ctx, nfs3.ProcReaddir, &a, a.Count, nil, r.Decode)
+			return dirPage[nfs3.Entry]{r.Status, r.Entries, r.CookieVerf, r.EOF}, err
+		})
 }
 
 // maxDirPages bounds the calls one listing makes, against a server that
@@ -575,29 +563,54 @@ const maxDirPages = 1 << 20
 // ReadDirPlus lists dir with attributes and handles, with as many
 // READDIRPLUSes as it takes. The handles are the caller's.
 func (c *Client) ReadDirPlus(ctx context.Context, dir nfs3.FileHandle) ([]nfs3.EntryPlus, error) {
-	var all []nfs3.EntryPlus
 	a := nfs3.ReaddirplusArgs{Dir: dir, MaxCount: c.dirCount(), DirCount: c.dirCount() / 8}
+	return pageDir(nfs3.ProcReaddirplus, func(e *nfs3.EntryPlus) uint64 { return e.Cookie },
+		func(cookie uint64, verf nfs3.Verf) (dirPage[nfs3.EntryPlus], error) {
+			a.Cookie, a.CookieVerf = cookie, verf
+			var r nfs3.ReaddirplusRes
+			err := c.call(ctx, nfs3.ProcReaddirplus, &a, a.MaxCount, nil, r.Decode)
+			for i := range r.Entries {
+				r.Entries[i].FH.FH = append(nfs3.FileHandle(nil), r.Entries[i].FH.FH...)
+			}
+			return dirPage[nfs3.EntryPlus]{r.Status, r.Entries, r.CookieVerf, r.EOF}, err
+		})
+}
+
+// dirPage is one READDIR or READDIRPLUS reply, as pageDir reads it.
+type dirPage[E any] struct {
+	status  nfs3.Stat
+	entries []E
+	verf    nfs3.Verf
+	eof     bool
+}
+
+// pageDir is what ReadDir and ReadDirPlus do alike: it lists a directory
+// with as many calls of proc as it takes, page making one from the
+// cookie of the last entry and the verifier of the last reply (zero for
+// the first), and returns the entries, those listed before an error too.
+// cookie returns an entry's cookie.
+func pageDir[E any](proc nfs3.Proc, cookie func(*E) uint64, page func(cookie uint64, verf nfs3.Verf) (dirPage[E], error)) ([]E, error) {
+	var all []E
+	var at uint64
+	var verf nfs3.Verf
 	for range maxDirPages {
-		var r nfs3.ReaddirplusRes
-		if err := c.call(ctx, nfs3.ProcReaddirplus, &a, a.MaxCount, nil, r.Decode); err != nil {
+		p, err := page(at, verf)
+		if err != nil {
 			return all, err
 		}
-		if err := stat(nfs3.ProcReaddirplus, r.Status); err != nil {
+		if err := stat(proc, p.status); err != nil {
 			return all, err
 		}
-		for _, e := range r.Entries {
-			e.FH.FH = append(nfs3.FileHandle(nil), e.FH.FH...)
-			all = append(all, e)
-		}
-		if r.EOF {
+		all = append(all, p.entries...)
+		if p.eof {
 			return all, nil
 		}
-		if len(r.Entries) == 0 {
-			return all, errors.New("nfs: READDIRPLUS returned no entries and no eof")
+		if len(p.entries) == 0 {
+			return all, fmt.Errorf("nfs: %v returned no entries and no eof", proc)
 		}
-		a.Cookie, a.CookieVerf = r.Entries[len(r.Entries)-1].Cookie, r.CookieVerf
+		at, verf = cookie(&p.entries[len(p.entries)-1]), p.verf
 	}
-	return all, errors.New("nfs: READDIRPLUS: directory longer than the pages a listing may take")
+	return all, fmt.Errorf("nfs: %v: directory longer than the pages a listing may take", proc)
 }
 
 // FSStat returns the space and file counts of fh's filesystem.
