@@ -68,12 +68,17 @@ const (
 // A requester ignores them.
 type Bounds struct {
 	// MaxConns is the most connections a Listener keeps open. Each open
-	// connection holds its receive and send rings (with the defaults,
-	// DefaultCredits+2 receives and as many sends of DefaultInlineSize
-	// bytes, about 1 MiB registered, of which only the pages messages
-	// have used are resident; SharedReceives shares the receives), a few
-	// goroutines and, over iWARP, a socket. A request
-	// beyond it closes a connection to make room, before anything is
+	// connection registers its receive and send buffers: without
+	// SharedReceives, (Grant.Max + 2 + BackwardCredits) receives of
+	// InlineRecv bytes and as many send buffers of InlineSend bytes,
+	// 2 × 130 × 4 KiB with the defaults; with SharedReceives, two send
+	// buffers of InlineSend bytes and no receive. Registered memory is
+	// allocated when the connection is set up and becomes resident as
+	// messages touch it. Each also holds the provider's state (over
+	// iWARP a socket, a read buffer and work request rings; see package
+	// iwarp), and three goroutines and their stacks: its loop, the
+	// provider's reader and writer (and rpc.Server's, when served). A
+	// request beyond it closes a connection to make room, before anything is
 	// allocated for it: the oldest connection that has not sent its first
 	// message (EvictHandshake), else the least recently active one with no
 	// call in flight (EvictIdle). A connection with a call in flight is
@@ -126,6 +131,16 @@ type Bounds struct {
 	// to Grant.Max (pool.go). A request is refused when the pool has no
 	// receive left to promise (LimitReceives). Zero, the default, gives
 	// each connection Grant.Max receives of its own.
+	//
+	// The pool registers SharedReceives × InlineRecv bytes once, for the
+	// Listener; a connection then registers 2 × InlineSend bytes of send
+	// buffers, whatever its grant, instead of
+	// (Grant.Max + 2 + BackwardCredits) × (InlineRecv + InlineSend). Each
+	// connection is promised one receive while it is open, and the pool
+	// keeps depth/16 (at least 2, at most 64) receives for messages
+	// outside the credit count, so it also bounds the connections open
+	// at once to SharedReceives less that spare. The provider may lower
+	// the depth (ListenerStats.SharedReceives says what is in force).
 	SharedReceives int
 
 	// LogInterval is how often a repeated limit is logged: the first

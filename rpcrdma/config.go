@@ -13,7 +13,8 @@ import (
 // data (4096 each way; docs/linux-interop.md section 1).
 const (
 	// DefaultInlineSize is the Send and Receive size this side offers in
-	// its private data, and the size of its receive buffers.
+	// its private data, and the size of its receive and send buffers
+	// (Config.InlineSend and InlineRecv say how many a connection has).
 	DefaultInlineSize = 4096
 	// DefaultDDPThreshold: a DDP-eligible item shorter than this travels
 	// inline; at or above it, in a chunk. Registration and an RDMA
@@ -50,16 +51,33 @@ type Config struct {
 	// peer that sends no private data is assumed to take 1024 (Version One,
 	// RFC 8166 section 3.3.2) or 4096 (Version Two,
 	// draft-cel-nfsv4-rpcrdma-version-two-00 section 2.3).
+	//
+	// They size the buffers each connection registers: every receive is
+	// InlineRecv bytes and every send buffer InlineSend bytes. A requester
+	// registers (Credits + 1 + BackwardCredits) × (InlineRecv +
+	// InlineSend); a responder (Grant.Max + 2 + BackwardCredits) ×
+	// (InlineRecv + InlineSend), or, with Bounds.SharedReceives,
+	// 2 × InlineSend per connection and SharedReceives × InlineRecv for
+	// the Listener's pool.
 	InlineSend int
 	InlineRecv int
 
 	// Credits is, for a requester, the credits it asks for and the most
 	// calls it will have outstanding (it clamps larger grants to this);
-	// default DefaultRequestCredits. A responder uses Grant instead.
+	// default DefaultRequestCredits. Each costs the requester a receive
+	// and a send buffer, InlineRecv + InlineSend bytes registered, plus
+	// one more receive for a message outside the credit count. A
+	// responder uses Grant instead.
 	Credits uint32
 
 	// Grant decides what a responder grants; the zero value grants
-	// DefaultCredits.
+	// DefaultCredits. Without Bounds.SharedReceives, every connection
+	// posts a receive for each credit of Grant.Max, two more for
+	// messages outside the credit count, and as many send buffers,
+	// whether or not its requester uses them: (Grant.Max + 2) ×
+	// (InlineRecv + InlineSend) bytes registered per connection, idle or
+	// not. With it, a credit costs a receive of the pool only while a
+	// connection's calls keep its grant busy.
 	Grant GrantPolicy
 
 	// DDPThreshold is the smallest DDP-eligible argument a requester moves
@@ -110,6 +128,9 @@ type Config struct {
 	// off: a requester drops backward calls and Conn.Backchannel is nil.
 	// A responder learns that a requester takes backward calls from the
 	// upper layer (RFC 8167 section 2.2.3), and sends none before it has.
+	// Each costs a connection a receive and a send buffer, InlineRecv +
+	// InlineSend bytes registered (on a responder with
+	// Bounds.SharedReceives, a receive promised from the pool).
 	BackwardCredits uint32
 
 	// Limits bounds what a peer's transport headers may contain; zero

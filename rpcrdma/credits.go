@@ -164,8 +164,9 @@ func (w *creditWindow) broadcastLocked() {
 // requester asks, as Linux's svcrdma does (on a shared receive pool the
 // pool lowers it to the calls a connection has in flight, pool.go).
 type GrantPolicy struct {
-	// Max is the grant, and the receives posted per connection. Zero
-	// means DefaultCredits.
+	// Max is the grant, and the receives posted per connection: each
+	// costs every connection a receive and a send buffer (Config.Grant
+	// says how much). Zero means DefaultCredits.
 	Max uint32
 }
 

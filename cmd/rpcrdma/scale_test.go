@@ -287,7 +287,7 @@ func raiseFileLimit(b *testing.B, need uint64) {
 // answered on each. It reports the server's resident memory (VmRSS)
 // per connection: what it grew by from before the first connection,
 // over the connections. Then it makes NULL calls on 100 of them, one
-// outstanding on each, RPCRDMA_BUSY_CALLS in all (default 200,000),
+// outstanding on each, RPCRDMA_BUSY_CALLS in all (default 100,000),
 // with the others open and idle and then with them closed, in five
 // rounds, and reports the median, lowest and highest of the rounds'
 // throughput among the idle ones over the throughput alone.
@@ -298,7 +298,7 @@ func raiseFileLimit(b *testing.B, need uint64) {
 func BenchmarkIdleConnections(b *testing.B) {
 	n := scaleCount(b)
 	const busy, rounds = 100, 5
-	calls := 200000
+	calls := 100000
 	if v := os.Getenv("RPCRDMA_BUSY_CALLS"); v != "" {
 		var err error
 		if calls, err = strconv.Atoi(v); err != nil || calls < busy {

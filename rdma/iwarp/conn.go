@@ -217,7 +217,6 @@ func newConn(p *Provider, cp connParams) *Conn {
 	if c.srq != nil {
 		c.srq.Attach()
 	}
-	c.tx.init(c)
 	c.tx.rtrSent = !cp.rtr
 	c.rx.init()
 	c.rxDone.Store(cp.cr.n.Load() - uint64(cp.br.Buffered()+len(cp.cr.pend)))

@@ -73,28 +73,54 @@ type txState struct {
 	rtrSent bool
 	// kick, when not zero, makes the first write hold back its last byte
 	// for this long (see flush).
-	kick     time.Duration
-	busy     bool // cur is not fully segmented
-	cur      txMsg
+	kick time.Duration
+	busy bool // cur is not fully segmented
+	cur  txMsg
+	// The batch's buffers, from a batch's first FPDU until it is
+	// written; nil between batches.
+	*txBufs
+	nfpdu    int
+	nbytes   int
+	lastMsgs int // work requests the last batch completed
+}
+
+// txBufs are what a batch is built in: maxBatchFPDUs header and trailer
+// slots, the list of its pieces, a flatMax-byte buffer to copy a small
+// batch into and the work requests it completes. Nothing in them outlives
+// the batch, so a connection takes them from its provider's pool when it
+// segments a batch's first FPDU and gives them back once the batch is
+// written: an idle connection holds none, and a provider's connections
+// hold as many as are writing at once.
+type txBufs struct {
 	bufs     net.Buffers // the batch being built
 	out      net.Buffers // the batch being written; WriteTo consumes it
 	hdrs     []byte      // maxBatchFPDUs header slots
 	trailers []byte      // maxBatchFPDUs trailer slots
 	pieces   [][]byte    // one FPDU's pieces, for its CRC
-	nfpdu    int
-	nbytes   int
-	flat     []byte   // flatMax bytes: a small batch, copied whole
-	written  []uint64 // send-queue sequences completed by the batch
-	lastMsgs int      // work requests the last batch completed
+	flat     []byte      // flatMax bytes: a small batch, copied whole
+	written  []uint64    // send-queue sequences completed by the batch
 }
 
-func (tx *txState) init(c *Conn) {
-	tx.hdrs = make([]byte, maxBatchFPDUs*hdrSlot)
-	tx.trailers = make([]byte, maxBatchFPDUs*trailerSlot)
-	tx.bufs = make(net.Buffers, 0, 4*maxBatchFPDUs)
-	tx.pieces = make([][]byte, 0, MaxSGE+2)
-	tx.written = make([]uint64, 0, maxBatchFPDUs)
-	tx.flat = make([]byte, flatMax)
+// takeTxBufs returns a batch's buffers from p's pool, or new ones.
+func (p *Provider) takeTxBufs() *txBufs {
+	if b, ok := p.txBufs.Get().(*txBufs); ok {
+		return b
+	}
+	return &txBufs{
+		hdrs:     make([]byte, maxBatchFPDUs*hdrSlot),
+		trailers: make([]byte, maxBatchFPDUs*trailerSlot),
+		bufs:     make(net.Buffers, 0, 4*maxBatchFPDUs),
+		pieces:   make([][]byte, 0, MaxSGE+2),
+		written:  make([]uint64, 0, maxBatchFPDUs),
+		flat:     make([]byte, flatMax),
+	}
+}
+
+// giveTxBufs gives b back to p's pool once flush has written its batch
+// and emptied its list of pieces.
+func (p *Provider) giveTxBufs(b *txBufs) {
+	b.out, b.written = nil, b.written[:0]
+	p.txBufs.Put(b)
 }
 
 // writer is the goroutine that transmits for c. notBefore is when the
@@ -305,6 +331,9 @@ func (c *Conn) startWRLocked() bool {
 // message is done or the batch is full.
 func (c *Conn) segment() {
 	tx := &c.tx
+	if tx.txBufs == nil {
+		tx.txBufs = c.p.takeTxBufs()
+	}
 	m := &tx.cur
 	tagged := m.hdr.Control.Tagged()
 	hlen := m.hdr.Len()
@@ -418,5 +447,6 @@ func (c *Conn) flush() {
 	}
 	c.mu.Unlock()
 	tx.lastMsgs = len(tx.written)
-	tx.written = tx.written[:0]
+	c.p.giveTxBufs(tx.txBufs)
+	tx.txBufs = nil
 }

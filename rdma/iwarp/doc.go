@@ -46,6 +46,20 @@
 // responder speaks first needs Options.PeerToPeer on the initiator, whose
 // zero-length RDMA Write RTR then lifts the fence at once.
 //
+// # What a connection holds
+//
+// Besides what its upper layer registers, an established connection
+// holds a TCP socket, its reader and writer goroutines and their stacks,
+// a read buffer of 8 KiB that FPDU headers and small payloads go
+// through, its work request rings (send queue, receive queue and the
+// completion queue for both, ConnConfig's depths, and IRD and ORD
+// entries for RDMA Reads) and, on Linux once it has read a payload
+// that did not fit the read buffer, a 4 KiB stash for what follows a
+// payload on the stream. The buffers a batch of FPDUs is built in (header
+// and trailer slots for 64 FPDUs, a 4 KiB buffer a small batch is copied
+// into, and the list of its pieces) are the provider's, lent to a
+// connection while it writes: an idle connection holds none.
+//
 // # Interoperability
 //
 // Linux 6.1 siw as responder may leave an FPDU that arrives right after its

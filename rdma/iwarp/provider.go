@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -197,6 +198,9 @@ type Provider struct {
 	log   *slog.Logger
 	stags *memreg.Table
 	stats stats
+	// txBufs holds the batch buffers of connections between batches
+	// (*txBufs, conn_send.go).
+	txBufs sync.Pool
 
 	// wrap, if set, wraps every connection's net.Conn after the socket
 	// options are read; tests use it to record the byte streams.

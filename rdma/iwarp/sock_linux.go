@@ -125,7 +125,7 @@ func newVecReader(nc net.Conn) *vecReader {
 	if err != nil {
 		return nil
 	}
-	v := &vecReader{rc: rc, stash: make([]byte, stashSize)}
+	v := &vecReader{rc: rc}
 	v.fn = v.readv
 	return v
 }
@@ -157,8 +157,13 @@ func (v *vecReader) readv(fd uintptr) bool {
 // read reads at most len(p) bytes into p and what follows them, up to
 // stashSize bytes, into the stash, with one system call. It returns how
 // many bytes went to p and the stash bytes; the latter only when p is full.
-// The stash is overwritten by the next call.
+// The stash is overwritten by the next call. It is allocated by the
+// first: a connection whose payloads all arrive in its rxBuf, as small
+// messages do, never needs one.
 func (v *vecReader) read(p []byte) (int, []byte, error) {
+	if v.stash == nil {
+		v.stash = make([]byte, stashSize)
+	}
 	v.iov[0].Base = &p[0]
 	v.iov[0].SetLen(len(p))
 	v.iov[1].Base = &v.stash[0]
