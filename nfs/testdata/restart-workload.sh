@@ -1,9 +1,9 @@
 #!/bin/sh
-# restart-workload.sh MNT DIR SECONDS
+# restart-workload.sh MNT DIR SECONDS STOP
 #
 # The guest's side of TestLinuxRestarts. In the new directory MNT on an
 # NFS mount (several copies of the script run side by side), until the
-# file DIR/stop appears (for at most SECONDS seconds and 100000 rounds),
+# file STOP appears (for at most SECONDS seconds and 100000 rounds),
 # each round writes a file of random bytes (sizes from 1 byte to past
 # 1 MiB, so WRITEs of one call and of several), renames it, appends a line
 # to a journal file on the mount, drops the page, dentry and inode caches
@@ -23,6 +23,7 @@ set -u
 mnt=$1
 dir=$2
 secs=$3
+stop=$4
 i=0
 fail() {
 	echo "FAIL in round $i: $*"
@@ -30,7 +31,7 @@ fail() {
 	exit 1
 }
 mkdir -p "$dir" || exit 1
-rm -f "$dir/rc" "$dir/stop"
+rm -f "$dir/rc"
 mkdir "$mnt" || fail "mkdir $mnt"
 # 4 keeps the kernel from logging each drop of the caches.
 echo 4 >/proc/sys/vm/drop_caches || fail "silencing drop_caches"
@@ -38,7 +39,7 @@ echo 4 >/proc/sys/vm/drop_caches || fail "silencing drop_caches"
 : >"$mnt/journal" || fail "creating $mnt/journal"
 end=$(($(date +%s) + secs))
 set -- 1 4095 4096 65536 131073 1048579 300000
-while [ ! -e "$dir/stop" ] && [ "$(date +%s)" -lt "$end" ] && [ "$i" -lt 100000 ]; do
+while [ ! -e "$stop" ] && [ "$(date +%s)" -lt "$end" ] && [ "$i" -lt 100000 ]; do
 	i=$((i + 1))
 	eval n=\${$((i % $# + 1))}
 	head -c "$n" /dev/urandom >"$dir/src" || fail "writing $n random bytes to $dir/src"
