@@ -177,6 +177,7 @@ func (c *Client4) recoverRun(st nfs4.Stat, done chan struct{}) {
 		}
 	}()
 	c.logf("nfs: recovering the session", "status", st.String())
+	met := st
 	var err error
 	for attempt := range maxRecoveryAttempts {
 		if err = c.recoverOnce(ctx, st); err == nil || ctx.Err() != nil {
@@ -191,7 +192,7 @@ func (c *Client4) recoverRun(st nfs4.Stat, done chan struct{}) {
 		}
 	}
 	if err != nil {
-		err = fmt.Errorf("nfs: recovering the session after %v: %w", st.Describe(), err)
+		err = fmt.Errorf("nfs: recovering the session after %v: %w", met.Describe(), err)
 		if c.cfg.Logger != nil {
 			c.cfg.Logger.Warn("nfs: recovery failed", "err", err)
 		}

@@ -298,3 +298,33 @@ func TestCompound4SessionLostInReclaim(t *testing.T) {
 		t.Errorf("data %q, recoveries %d, reclaimed %d, reclaims outside grace %d", f.files.data["file-x"], in.Recoveries, in.Reclaimed, f.files.noGrace)
 	}
 }
+
+// TestCompound4ClientIDLost: the server forgets the client ID without a
+// restart (its lease expired), so it is in no grace period: the reclaim
+// is refused with NFS4ERR_NO_GRACE and the file is opened again by its
+// handle (CLAIM_FH) at its next use, which goes through.
+func TestCompound4ClientIDLost(t *testing.T) {
+	f := newFake4(4)
+	addr, _ := startFake4(t, f)
+	c := mountFake(t, addr, 1)
+	ctx := ctxT(t)
+	fl, err := c.Open(ctx, fakeRoot, "l", OpenOptions{Access: nfs4.ShareAccessBoth, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.staleNext = 1
+	f.files.opens = map[[12]byte]string{} // the client's state goes with its ID
+	f.mu.Unlock()
+	if _, _, _, err := fl.WriteAt(ctx, []byte("x"), 0, nfs4.FileSync); err != nil {
+		t.Fatal(err)
+	}
+	in := c.Info()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if in.Recoveries != 1 || in.Reclaimed != 0 || in.ReclaimRefused != 1 || in.Reopened != 1 || f.files.noGrace != 1 ||
+		f.files.claims[nfs4.ClaimFH] != 1 || string(f.files.data["file-l"]) != "x" {
+		t.Errorf("recoveries %d, reclaimed %d, refused %d (NO_GRACE %d), reopened %d (CLAIM_FH %d), data %q",
+			in.Recoveries, in.Reclaimed, in.ReclaimRefused, f.files.noGrace, in.Reopened, f.files.claims[nfs4.ClaimFH], f.files.data["file-l"])
+	}
+}
