@@ -11,20 +11,24 @@
 #
 #   bench/cachegrind.sh            total per round trip
 #   bench/cachegrind.sh -v         and the 40 costliest functions
+#   TRANSPORT=tcp bench/cachegrind.sh   ONC RPC over loopback TCP instead
+#                                  (BenchmarkPaths/NULL/tcp; user code only,
+#                                  the kernel's share is not counted)
 #
 # Needs valgrind (apt-get install valgrind). Takes about a minute.
 set -eu
 cd "$(dirname "$0")/.."
 N1=${N1:-2000}
 N2=${N2:-4000}
+TRANSPORT=${TRANSPORT:-rdma}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go test -c -o "$tmp/rpcrdma.test" ./rpcrdma
 for n in "$N1" "$N2"; do
 	GODEBUG=asyncpreemptoff=1 valgrind --tool=cachegrind --cache-sim=no \
 		--cachegrind-out-file="$tmp/cg.$n" "$tmp/rpcrdma.test" \
-		-test.run '^$' -test.bench 'Paths/^NULL$/rdma' -test.benchtime "${n}x" >"$tmp/out.$n" 2>&1 || true
-	if ! grep -Eq "^BenchmarkPaths/NULL/rdma(-[0-9]+)?[[:space:]]+$n[[:space:]]" "$tmp/out.$n"; then
+		-test.run '^$' -test.bench "Paths/^NULL\$/$TRANSPORT\$" -test.benchtime "${n}x" >"$tmp/out.$n" 2>&1 || true
+	if ! grep -Eq "^BenchmarkPaths/NULL/$TRANSPORT(-[0-9]+)?[[:space:]]+$n[[:space:]]" "$tmp/out.$n"; then
 		echo "cachegrind.sh: the benchmark did not run $n calls under valgrind:" >&2
 		cat "$tmp/out.$n" >&2
 		exit 1

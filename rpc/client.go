@@ -84,7 +84,7 @@ type ClientStats struct {
 	IdleCloses  uint64 // connections closed by ReconnectConfig.IdleTimeout
 
 	// ShortPath counts the calls whose reply the caller received itself
-	// (a DirectReceiver or DirectPusher transport, one call in flight;
+	// (a DirectPusher transport, one call in flight;
 	// see the package documentation).
 	ShortPath uint64
 }
@@ -136,19 +136,10 @@ type link struct {
 	recvDone chan struct{} // closed once t's last message was delivered and its reader has exited
 	received atomic.Uint64 // messages delivered (DialClient only)
 
-	// direct is t as a DirectReceiver, or nil. On a direct link the
-	// receive turn (the right to call Recv) passes between the link's
-	// reader goroutine and callers (the short path, see doc.go); the
-	// Client's mu guards the turn's state.
-	direct  DirectReceiver
-	reading bool          // a goroutine has the turn
-	closing bool          // the link was closed: its reader is to take the turn and receive the error
-	ended   bool          // the link's last message was delivered; nobody receives any more
-	nudge   chan struct{} // cap 1: tells the reader to look at the above again
-
-	// pusher is t as a DirectPusher, or nil: a caller runs t's delivery
+	push Pusher // t, or t adapted (recvPusher): what delivers t's messages
+	// direct is t as a DirectPusher, or nil: a caller runs t's delivery
 	// until its reply is delivered (the short path, see doc.go).
-	pusher DirectPusher
+	direct DirectPusher
 }
 
 func newLink(t Transport, reconnecting bool) *link {
@@ -157,13 +148,8 @@ func newLink(t Transport, reconnecting bool) *link {
 		l.lost = make(chan struct{})
 	}
 	l.canceler, _ = t.(CallCanceler)
-	l.pusher, _ = t.(DirectPusher)
-	if d, ok := t.(DirectReceiver); ok {
-		if _, push := t.(Pusher); !push {
-			l.direct = d
-			l.nudge = make(chan struct{}, 1)
-		}
-	}
+	l.push = asPusher(t)
+	l.direct, _ = t.(DirectPusher)
 	return l
 }
 
@@ -279,18 +265,7 @@ func (c *Client) start(l *link) bool {
 	c.cur = l
 	close(c.ready)
 	c.mu.Unlock()
-	switch p, ok := l.t.(Pusher); {
-	case ok:
-		p.Push(func(m *Msg, err error) {
-			if !c.deliver(l, m, err) {
-				close(l.recvDone)
-			}
-		})
-	case l.direct != nil:
-		go c.directReadLoop(l)
-	default:
-		go c.readLoop(l)
-	}
+	l.push.Push(func(m *Msg, err error) bool { return c.deliver(l, m, err) })
 	return true
 }
 
@@ -392,17 +367,17 @@ func (c *Client) call(ctx context.Context, req *Request, scratch bool) (Reply, e
 		}
 		var err error
 		short := false
-		if l.pusher != nil {
-			short, err = l.pusher.SendDeliver(ctx, m, pc.arrived)
+		if l.direct != nil {
+			short, err = l.direct.SendDeliver(ctx, m, pc.arrived)
 		} else {
 			err = l.t.Send(ctx, m)
 		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				// The link failed under the Send: make sure its
-				// receiving side hears (on a direct link, nobody may
-				// be receiving).
-				c.closeLink(l)
+				// receiving side hears (a stream's reader may be
+				// parked).
+				l.t.Close()
 			}
 			if ctx.Err() == nil && c.re != nil && errors.Is(err, net.ErrClosed) {
 				// Wait for the next link.
@@ -426,13 +401,9 @@ func (c *Client) call(ctx context.Context, req *Request, scratch bool) (Reply, e
 			return Reply{}, err
 		}
 
-		if l.direct != nil {
-			if rep, err, ok := c.receiveOwn(ctx, l, xid, pc, id); ok {
-				return rep, err
-			}
-		} else if short {
-			// The short path of a Pusher: the reply was delivered on
-			// this goroutine, into pc.res.
+		if short {
+			// The short path: the reply was delivered on this
+			// goroutine, into pc.res.
 			c.stats.shortPath.Add(1)
 			if r, ok := pc.take(); ok {
 				return c.finish(id, r)
@@ -584,157 +555,28 @@ func release(m *Msg) {
 	}
 }
 
-// receiveOwn is the short path: if no goroutine is receiving on the
-// direct link l, the caller of the call xid (pc) takes the receive turn
-// and receives until its own reply arrives, delivering whatever else it
-// receives (replies to other calls, errors), and then gives the turn
-// back. It reports false, having done nothing for the call, if another
-// goroutine has the turn or the call has completed, and also if l ends
-// while the caller receives: the call's outcome, or l.lost, is then for
-// the caller's usual wait. When ctx ends while the caller receives, the
-// call is abandoned as Call's wait would abandon it; the transport keeps
-// what it had read of a message, for whoever receives next.
-func (c *Client) receiveOwn(ctx context.Context, l *link, xid uint32, pc *pendingCall, id CallID) (Reply, error, bool) {
-	c.mu.Lock()
-	take := !l.reading && !l.ended && c.pendingIs(xid, pc)
-	if take {
-		l.reading = true
-	}
-	c.mu.Unlock()
-	if !take {
-		return Reply{}, nil, false
-	}
-	for {
-		m, err := l.direct.RecvContext(ctx)
-		if err != nil && err == ctx.Err() {
-			rep, err := c.giveUp(ctx, xid, pc, id, err)
-			c.passTurn(l)
-			return rep, err, true
-		}
-		if !c.deliver(l, m, err) {
-			c.endLink(l)
-			return Reply{}, nil, false
-		}
-		if r, ok := pc.take(); ok {
-			c.passTurn(l)
-			c.stats.shortPath.Add(1)
-			rep, err := c.finish(id, r)
-			return rep, err, true
-		}
-	}
-}
-
-// passTurn gives back the receive turn of the direct link l, and wakes
-// l's reader if a call is waiting for a reply (or l is closing): with
-// more than one call in flight, the reader receives for them.
-func (c *Client) passTurn(l *link) {
-	c.mu.Lock()
-	l.reading = false
-	wake := c.pending.Len() > 0 || l.closing
-	c.mu.Unlock()
-	if wake {
-		l.wake()
-	}
-}
-
-// endLink records that the direct link l's last message was delivered,
-// and wakes its reader to exit.
-func (c *Client) endLink(l *link) {
-	c.mu.Lock()
-	l.ended, l.reading = true, false
-	c.mu.Unlock()
-	l.wake()
-}
-
-func (l *link) wake() {
-	select {
-	case l.nudge <- struct{}{}:
-	default:
-	}
-}
-
-// closeLink closes l's transport and, on a direct link, makes sure
-// someone receives the error that ends it. It returns the transport's
-// Close error.
-func (c *Client) closeLink(l *link) error {
-	err := l.t.Close()
-	if l.direct != nil {
-		c.mu.Lock()
-		l.closing = true
-		c.mu.Unlock()
-		l.wake()
-	}
-	return err
-}
-
-// directReadLoop is the reader of a direct link: it takes the receive
-// turn when a call is waiting for a reply and no caller has the turn, or
-// when the link is closing, and keeps it until no call is waiting. It
-// exits once the link's last message has been delivered.
-func (c *Client) directReadLoop(l *link) {
-	defer close(l.recvDone)
-	for {
-		c.mu.Lock()
-		switch {
-		case l.ended:
-			c.mu.Unlock()
-			return
-		case l.reading || c.pending.Len() == 0 && !l.closing:
-			c.mu.Unlock()
-			<-l.nudge
-			continue
-		}
-		l.reading = true
-		c.mu.Unlock()
-		for {
-			m, err := l.t.Recv()
-			if !c.deliver(l, m, err) {
-				c.endLink(l)
-				return
-			}
-			c.mu.Lock()
-			keep := c.pending.Len() > 0 || l.closing
-			if !keep {
-				l.reading = false
-			}
-			c.mu.Unlock()
-			if !keep {
-				break
-			}
-		}
-	}
-}
-
-// readLoop receives every message of l's transport until it fails.
-func (c *Client) readLoop(l *link) {
-	defer close(l.recvDone)
-	for {
-		m, err := l.t.Recv()
-		if !c.deliver(l, m, err) {
-			return
-		}
-	}
-}
-
 // deliver completes the call a message received on l answers, or fails
 // one call (a *CallError), or handles the end of l (any other error, after
-// which deliver returns false). It never blocks: it runs in readLoop or on
-// a Pusher's goroutine.
+// which l's receiving is done). It reports whether a reply is still
+// expected (Pusher). It never blocks: it runs on the transport's goroutine
+// or a caller's (DirectPusher).
 func (c *Client) deliver(l *link, m *Msg, err error) bool {
 	if ce, ok := errors.AsType[*CallError](err); ok {
 		// The transport failed one call; the connection carries on.
 		c.mu.Lock()
 		pc, _ := c.pending.Take(ce.XID)
+		more := c.pending.Len() > 0
 		c.mu.Unlock()
 		if pc == nil {
 			c.stats.unknownXID.Add(1)
-			return true
+			return more
 		}
 		pc.complete(callResult{err: ce.Err})
-		return true
+		return more
 	}
 	if err != nil {
 		c.lose(l, connError(err))
+		close(l.recvDone)
 		return false
 	}
 	if c.re != nil {
@@ -745,22 +587,30 @@ func (c *Client) deliver(l *link, m *Msg, err error) bool {
 	case !ok:
 		c.stats.short.Add(1)
 		release(m)
-		return true
+		return c.expecting()
 	case mt != MsgReply:
 		c.stats.notReply.Add(1)
 		release(m)
-		return true
+		return c.expecting()
 	}
 	c.mu.Lock()
 	pc, _ := c.pending.Take(xid)
+	more := c.pending.Len() > 0
 	c.mu.Unlock()
 	if pc == nil {
 		c.stats.unknownXID.Add(1)
 		release(m)
-		return true
+		return more
 	}
 	pc.complete(callResult{msg: m})
-	return true
+	return more
+}
+
+// expecting reports whether calls wait for replies.
+func (c *Client) expecting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending.Len() > 0
 }
 
 // lose handles the end of l with err: a Client from NewClient fails with
@@ -828,7 +678,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	var err error
 	if l != nil {
-		err = c.closeLink(l)
+		err = l.t.Close()
 		<-l.recvDone
 	}
 	if c.re != nil {

@@ -1266,7 +1266,7 @@ func (p *pushTransport) Recv() (*Msg, error) {
 	return nil, &ConnError{Err: net.ErrClosed}
 }
 
-func (p *pushTransport) Push(deliver func(*Msg, error)) {
+func (p *pushTransport) Push(deliver func(*Msg, error) bool) {
 	if p.pushed.Add(1) != 1 {
 		p.t.Error("Push called twice")
 	}
@@ -1404,7 +1404,7 @@ func (f *failOnce) Recv() (*Msg, error) {
 // returns, going on past a *CallError as Pusher says.
 type pushRecv struct{ Transport }
 
-func (p pushRecv) Push(deliver func(*Msg, error)) {
+func (p pushRecv) Push(deliver func(*Msg, error) bool) {
 	go func() {
 		for {
 			m, err := p.Transport.Recv()

@@ -50,11 +50,14 @@
 //
 // A Transport sends and receives whole messages (Msg). StreamTransport is
 // record marking (RFC 5531 section 11) over a net.Conn, built on
-// RecordReader and RecordWriter. A transport may also be a Pusher, which
-// hands received messages over on its own goroutine, a DirectReceiver,
-// whose messages a caller may receive itself (the short path), a
-// DirectPusher, a Pusher whose delivery a caller may run itself, or a
-// CallCanceler, which holds per-call resources until the reply.
+// RecordReader and RecordWriter. The Client and the Server receive through
+// one contract, Pusher: the transport hands what it receives to a function
+// on its own goroutine. StreamTransport and the RPC-over-RDMA transport
+// push; a Transport that only has Recv is adapted by a goroutine that
+// calls it. A Pusher may also be a DirectPusher, whose delivery a caller
+// may run itself (the short path), or an InlineReplier, on whose
+// delivering goroutine a Server may answer a short call; any transport
+// may be a CallCanceler, which holds per-call resources until the reply.
 //
 // # The short path
 //
@@ -63,57 +66,43 @@
 // it to a worker, which sends the reply; the client's reader receives the
 // reply and wakes the caller. Each hand-off is a wake-up, often of a
 // thread on another CPU, and on a small machine those cost more than the
-// RPC's own work (a NULL call over loopback TCP took 1.7-2x a raw TCP
-// ping-pong). So, when nothing else is in flight, neither side hands off:
+// RPC's own work. So, when nothing else is in flight, neither side hands
+// off:
 //
-//   - Client: a caller that has sent its call on a DirectReceiver
-//     (StreamTransport) and finds nobody receiving takes the receive turn
-//     and calls RecvContext itself, delivering whatever arrives (replies
-//     to other calls, too) until its own reply does; then it gives the
-//     turn back. The Client's reader goroutine of that connection takes
-//     the turn only when a call waits for a reply and no caller has it
-//     (a second call in flight finds the turn taken and waits as before,
-//     and the reader then keeps receiving for as long as calls are
-//     waiting), or to receive the error of a connection being closed.
-//     Nothing receives while no call is in flight: a connection the peer
+//   - Client: the Client sends every call on a DirectPusher with
+//     SendDeliver, which, when no other goroutine is delivering, sends
+//     the call and then delivers, on the caller's goroutine and in the
+//     transport's order, whatever arrives (replies to other calls too)
+//     until the caller's own reply has arrived, its context ends or the
+//     transport ends. On a StreamTransport the caller reads the stream
+//     itself: the transport's reader goroutine reads only while a reply
+//     is expected and no caller is reading (a second call in flight
+//     finds the turn taken, and the holder keeps reading for it), and
+//     stays parked while no call is in flight, so a connection the peer
 //     closed meanwhile is noticed by the next call, which a DialClient
-//     Client sends again on a new connection. A caller whose context ends
-//     while it receives is interrupted by a read deadline; the transport
-//     keeps what it had read of a record, for whoever receives next.
-//     A reply delivered before its caller waits for it, as on the short
-//     path, where the caller's own goroutine delivers it, is left in the
-//     call itself; only a caller that waits is sent its outcome on a
-//     channel. ClientStats.ShortPath counts these calls.
+//     Client sends again on a new connection. A caller whose context
+//     ends while it reads is interrupted by a read deadline; the
+//     transport keeps what it had read of a record, for whoever reads
+//     next. The RPC-over-RDMA requester runs its completion handling on
+//     the caller's goroutine in the same way (package rpcrdma). A reply
+//     delivered before its caller waits for it is left in the call
+//     itself; only a caller that waits is sent its outcome on a channel.
+//     ClientStats.ShortPath counts these calls.
 //   - Server: a call to a procedure registered with HandleShort (its
 //     handler returns promptly), arriving when no other call runs on its
-//     connection and with no next call read behind it, runs on the
-//     goroutine that received it, which sends the reply and then
-//     receives again. Calls to other procedures, calls that find one
-//     running or others queued behind them (workers then run them side
-//     by side), and every call on a Server with a custom authenticator
-//     or a reply cache (either may wait) go to a worker.
+//     connection, on an InlineReplier that could reserve what sending
+//     the reply needs and has no next call read behind it (ReserveReply),
+//     runs on the transport's goroutine that delivered it, which sends
+//     the reply and then receives again. StreamTransport is an
+//     InlineReplier; RPC-over-RDMA is one for a call that offers no
+//     write or reply chunk. Calls to other procedures, calls that find
+//     one running or others queued behind them (workers then run them
+//     side by side), and every call on a Server with a custom
+//     authenticator or a reply cache (either may wait) go to a worker.
 //     ServerStats.Inline counts the calls run inline.
 //
 // With many calls in flight both sides fall back to the general path, so
-// concurrency is what it was. The RPC-over-RDMA transport (package
-// rpcrdma) is a Pusher: its receive path delivers on its own goroutine.
-// On a Server it is also an InlineReplier: a short call pushed when no
-// other call runs on its connection runs in the deliver function, which
-// sends the reply from the transport's goroutine, provided the transport
-// could reserve what that Send needs (ReserveReply; RPC-over-RDMA does
-// for a call that offers no write or reply chunk). ServerStats.Inline
-// counts these too.
-//
-// On a Client, a Pusher's own goroutine delivers what it receives, and a
-// caller is woken from it. A transport that can instead run that delivery
-// on the caller's goroutine implements DirectPusher (the RPC-over-RDMA
-// requester does, see package rpcrdma): the Client sends every call with
-// its SendDeliver, which, with no other call in flight, sends the call and
-// then delivers, on the caller's goroutine and in the transport's order,
-// whatever arrives (replies to other calls too) until the caller's own
-// reply is in its done channel, its context ends or the transport ends; the
-// Client then takes the reply from the channel as always.
-// ClientStats.ShortPath counts these calls as well.
+// concurrency is what it was.
 //
 // # Errors
 //
@@ -125,15 +114,18 @@
 //
 // # Files
 //
-//   - transport.go: Msg, Transport and the optional capabilities a
-//     transport may have (Pusher, InlineReplier, DirectReceiver,
-//     CallCanceler).
+//   - transport.go: Msg, Transport, the delivery contract (Pusher, with
+//     DirectPusher and InlineReplier), CallCanceler, and the adapter for
+//     a Transport that only has Recv.
+//   - recmark.go, stream_push.go: record marking and StreamTransport,
+//     and how it pushes: the receive turn its reader goroutine and
+//     SendDeliver callers share.
 //   - client.go: Client, Request and Reply, matching replies to calls by
 //     xid, and the client half of the short path.
 //   - reconnect.go: DialClient and ReconnectConfig, the Client whose
 //     transport is replaced when it fails.
 //   - server.go: Server, Handler and Call, DefaultAuth, ServeListener, the
-//     per-connection serve loop, its workers and the server half of the
+//     per-connection delivery, its workers and the server half of the
 //     short path.
 //   - acceptor.go: Acceptor and ServeAcceptor, serving the transports
 //     another kind of listener accepts.

@@ -200,7 +200,7 @@ func (rr *RecordReader) ReadRecord(dst []byte) ([]byte, error) {
 // ReadRecord, it can be interrupted and resumed: when a read of the
 // underlying reader fails, next returns the error and keeps what it has
 // read of the record, and the next call carries on from there. That is
-// for a read interrupted by a deadline (StreamTransport.RecvContext); the
+// for a read interrupted by a deadline (StreamTransport.recv); the
 // caller decides whether an error ends the stream. It returns io.EOF if
 // the stream ends before a record, io.ErrUnexpectedEOF inside one, and
 // the errors of ReadRecord for records over the limits.
@@ -395,20 +395,23 @@ type StreamTransport struct {
 	interruptWrite   func()
 	writeInterrupted chan struct{}
 
-	// Owned by the goroutine calling Recv.
+	// Owned by the goroutine receiving: the one calling Recv, or, once
+	// Push was called, the one with the receive turn (stream_push.go).
 	rd      *RecordReader
 	br      *bufio.Reader // rd's
 	recvErr error
 	// interrupt sets a read deadline in the past, interrupting a
-	// RecvContext whose ctx ended, and then signals interrupted. Made
-	// once, so that RecvContext allocates only what context.AfterFunc
+	// recv whose ctx ended, and then signals interrupted. Made
+	// once, so that recv allocates only what context.AfterFunc
 	// does.
 	interrupt   func()
 	interrupted chan struct{}
 	// msgs holds a received Msg its receiver has released, for the next
-	// RecvContext: a Msg, not its memory, which the receiver may keep
+	// recv: a Msg, not its memory, which the receiver may keep
 	// (Msg.Release).
 	msgs reuse.Spare[recvMsg]
+
+	push streamPush
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -428,6 +431,7 @@ func NewStreamTransport(c net.Conn, o *StreamOptions) *StreamTransport {
 		br:          bufio.NewReaderSize(c, 32<<10),
 		closed:      make(chan struct{}),
 		interrupted: make(chan struct{}, 1),
+		push:        streamPush{wake: make(chan struct{}, 1), want: true},
 
 		writeInterrupted: make(chan struct{}, 1),
 	}
@@ -506,7 +510,7 @@ func (t *StreamTransport) Send(ctx context.Context, m *Msg) error {
 // Recv reads the next record and returns it as a Msg with everything inline;
 // the Msg's memory belongs to the caller, and Msg.Release gives the Msg
 // itself back for reuse (not the memory). Only one goroutine may call Recv
-// or RecvContext at a time.
+// at a time, and none once Push has been called (Pusher).
 //
 // Every error is a *ConnError and is returned again by later calls: the peer
 // closed (io.EOF), the transport was closed (net.ErrClosed), the record was
@@ -514,15 +518,15 @@ func (t *StreamTransport) Send(ctx context.Context, m *Msg) error {
 // peer speaks HTTP (ErrHTTP; the error names the peer's address), or the
 // connection failed. Recv closes the transport on error.
 func (t *StreamTransport) Recv() (*Msg, error) {
-	return t.RecvContext(context.Background())
+	return t.recv(context.Background())
 }
 
-// RecvContext is Recv, except that when ctx ends before a whole record has
+// recv is Recv, except that when ctx ends before a whole record has
 // arrived it returns ctx.Err() and leaves the transport usable: what it
-// read of the record is kept, and the next Recv or RecvContext carries on
-// from there (DirectReceiver). It interrupts a blocked read by setting the
-// connection's read deadline, and clears the deadline before it returns.
-func (t *StreamTransport) RecvContext(ctx context.Context) (*Msg, error) {
+// read of the record is kept, and the next recv carries on from there
+// (SendDeliver). It interrupts a blocked read by setting the connection's
+// read deadline, and clears the deadline before it returns.
+func (t *StreamTransport) recv(ctx context.Context) (*Msg, error) {
 	if t.recvErr != nil {
 		return nil, t.recvErr
 	}
@@ -566,7 +570,7 @@ func (t *StreamTransport) RecvContext(ctx context.Context) (*Msg, error) {
 	return &rm.m, nil
 }
 
-// recvMsg is a Msg RecvContext returns, recycled once released.
+// recvMsg is a Msg recv returns, recycled once released.
 type recvMsg struct {
 	m       Msg
 	t       *StreamTransport // whose spare it goes back to; nil once released
@@ -574,10 +578,6 @@ type recvMsg struct {
 }
 
 var recvMsgs sync.Pool
-
-// more reports whether bytes of a next message have already been read
-// from the connection. Only the goroutine receiving may call it.
-func (t *StreamTransport) more() bool { return t.br.Buffered() > 0 }
 
 func (t *StreamTransport) isClosed() bool {
 	select {
@@ -596,6 +596,7 @@ func (t *StreamTransport) Close() error {
 	t.closeOnce.Do(func() {
 		close(t.closed)
 		err = t.conn.Close()
+		t.push.nudge() // a parked reader receives the error that ends t
 	})
 	return err
 }

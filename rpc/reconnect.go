@@ -171,7 +171,7 @@ func (re *reconnector) run(l *link) {
 		if !ok {
 			return
 		}
-		c.closeLink(l)
+		l.t.Close()
 		<-l.recvDone
 		switch {
 		case l.received.Load() > 0:
@@ -262,13 +262,13 @@ func (re *reconnector) watch(l *link) (idle, ours, ok bool) {
 			if reply > 0 && silent.observe(now, l.received.Load(), c.waitingOn(l)) >= reply {
 				c.stats.timeouts.Add(1)
 				ours = true
-				c.closeLink(l) // its transport then fails, and lose follows
+				l.t.Close() // its transport then fails, and lose follows
 				silent = silence{}
 			}
 			if idleAfter > 0 && c.idleFor(now, &started, &busyAt) >= idleAfter {
 				c.stats.idleCloses.Add(1)
 				idle, ours = true, true
-				c.closeLink(l)
+				l.t.Close()
 			}
 		}
 	}

@@ -489,75 +489,49 @@ func (s *Server) addConn(t Transport) *serverConn {
 	return sc
 }
 
-func (s *Server) serveConn(sc *serverConn) error {
-	ctx := sc.ctx
-	var wg sync.WaitGroup
-	var err error
-	if p, ok := sc.t.(Pusher); ok {
-		err = s.servePushed(sc, p, &wg)
-		return s.endConn(sc, &wg, err)
-	}
-	for {
-		m, rerr := sc.t.Recv()
-		if rerr != nil {
-			if _, ok := errors.AsType[*CallError](rerr); ok {
-				// The transport dropped one message; it carries on
-				// (Transport.Recv).
-				s.stats.dropped.Add(1)
-				continue
-			}
-			err = rerr
-			break
-		}
-		select {
-		case sc.sem <- struct{}{}:
-		case <-ctx.Done(): // Close, while MaxInFlight calls run
-		}
-		if ctx.Err() != nil {
-			release(m) // not run: Close
-			err = &ConnError{Err: net.ErrClosed}
-			break
-		}
-		if s.inline(sc, m) {
-			continue
-		}
-		s.dispatch(sc, m, &wg)
-	}
-	return s.endConn(sc, &wg, err)
-}
-
-// servePushed serves a Pusher transport: its receive path calls deliver,
-// which must not block, so a call goes straight to an idle worker (or a
-// new one), and one that finds MaxInFlight calls running joins a queue
-// that finishing workers take from, costing no goroutine. The transport
-// bounds what it delivers (RPC-over-RDMA by its credits), and so the
-// queue; here nothing stops receiving. It returns the error that ended the
-// transport once deliver has had it, having cancelled the handlers'
+// serveConn serves sc's transport through the one delivery contract,
+// Pusher (a transport that does not push is adapted): its receive path
+// calls deliver, which must not block, so a call goes straight to an idle
+// worker (or a new one), and one that finds MaxInFlight calls running
+// joins a queue that finishing workers take from, costing no goroutine.
+// Such a transport bounds what it delivers (RPC-over-RDMA by its credits),
+// and so the queue. A stream's reader (pushWaits) is instead made to wait
+// for a slot, which holds the peer back through the stream's flow
+// control, as a loop calling Recv would. It returns the error that ended
+// the transport once deliver has had it, having cancelled the handlers'
 // context so that workers drop what is still queued; the Pusher contract
 // says nothing is delivered after that error, so the workers' channel can
 // then be closed.
-func (s *Server) servePushed(sc *serverConn, p Pusher, wg *sync.WaitGroup) error {
+func (s *Server) serveConn(sc *serverConn) error {
+	var wg sync.WaitGroup
+	p := asPusher(sc.t)
 	ended := make(chan error, 1)
 	ir, _ := p.(InlineReplier)
-	p.Push(func(m *Msg, err error) {
+	_, waits := p.(pushWaits)
+	p.Push(func(m *Msg, err error) bool {
 		if err != nil {
 			if _, ok := errors.AsType[*CallError](err); ok {
+				// The transport dropped one message; it carries on.
 				s.stats.dropped.Add(1)
-				return
+				return true
 			}
 			ended <- err
-			return
+			return false
 		}
-		if ir != nil && s.inlinePushed(sc, ir, m) {
-			return
+		if ir != nil && s.inlinePushed(sc, ir, m, &wg) {
+			return true
+		}
+		if waits {
+			s.waitSlot(sc, m, &wg)
+			return true
 		}
 		sc.mu.Lock()
 		if len(sc.queue) == 0 {
 			select {
 			case sc.sem <- struct{}{}:
 				sc.mu.Unlock()
-				s.dispatch(sc, m, wg)
-				return
+				s.dispatch(sc, m, &wg)
+				return true
 			default:
 			}
 		}
@@ -565,40 +539,23 @@ func (s *Server) servePushed(sc *serverConn, p Pusher, wg *sync.WaitGroup) error
 		// the call (serverConn.next).
 		sc.queue = append(sc.queue, m)
 		sc.mu.Unlock()
+		return true
 	})
 	err := <-ended
 	sc.cancel()
-	return err
+	return s.endConn(sc, &wg, err)
 }
 
-// inline is the server's short path: it runs m, which holds a
-// MaxInFlight slot, on the caller's goroutine (the one that received it)
-// and gives the slot back, if m's handler is short (HandleShort), no
-// other call is in flight on sc, and no next call has arrived behind it
-// (a StreamTransport that has read part of the next message already:
-// with calls queueing up, workers run them side by side). It reports
-// whether it ran m; if not, m is for dispatch.
-func (s *Server) inline(sc *serverConn, m *Msg) bool {
-	if st, ok := sc.t.(*StreamTransport); ok && st.more() {
-		return false
+// waitSlot dispatches m once a MaxInFlight slot is free, waiting for one
+// on a stream's reader; it drops m if the server closes meanwhile.
+func (s *Server) waitSlot(sc *serverConn, m *Msg, wg *sync.WaitGroup) {
+	select {
+	case sc.sem <- struct{}{}:
+		s.dispatch(sc, m, wg)
+	case <-sc.ctx.Done(): // Close, while MaxInFlight calls run
+		s.stats.dropped.Add(1)
+		release(m)
 	}
-	if !s.isShort(m.XDR) {
-		return false
-	}
-	sc.mu.Lock()
-	ok := !sc.closing && sc.inFlight == 0
-	if ok {
-		sc.inFlight++
-	}
-	sc.mu.Unlock()
-	if !ok {
-		return false
-	}
-	s.stats.inline.Add(1)
-	s.handle(sc.ctx, sc.t, m)
-	sc.end()
-	<-sc.sem
-	return true
 }
 
 // inlinePushed is inline for a pushed call, on the transport's goroutine
@@ -607,7 +564,7 @@ func (s *Server) inline(sc *serverConn, m *Msg) bool {
 // transport could reserve what sending the reply needs (ir.ReserveReply),
 // so that the reply's Send does not wait for that goroutine. It reports
 // whether it ran m.
-func (s *Server) inlinePushed(sc *serverConn, ir InlineReplier, m *Msg) bool {
+func (s *Server) inlinePushed(sc *serverConn, ir InlineReplier, m *Msg, wg *sync.WaitGroup) bool {
 	if !s.isShort(m.XDR) {
 		return false
 	}
@@ -640,8 +597,9 @@ func (s *Server) inlinePushed(sc *serverConn, ir InlineReplier, m *Msg) bool {
 	sc.mu.Unlock()
 	<-sc.sem
 	if idle {
-		// Not on this goroutine: closing the transport waits for it.
-		go sc.t.Close()
+		// Not on this goroutine: closing a transport may wait for it.
+		// endConn waits for this one with the workers.
+		wg.Go(func() { sc.t.Close() })
 	}
 	return true
 }

@@ -95,13 +95,13 @@ func TestCloseWithholdsCancelledFailure(t *testing.T) {
 // which counts the replies sent.
 type pushSink struct {
 	t       *testing.T
-	deliver chan func(*Msg, error)
+	deliver chan func(*Msg, error) bool
 	sent    atomic.Int32
 }
 
 func (p *pushSink) Send(ctx context.Context, m *Msg) error { p.sent.Add(1); return nil }
 func (p *pushSink) Close() error                           { return nil }
-func (p *pushSink) Push(deliver func(*Msg, error))         { p.deliver <- deliver }
+func (p *pushSink) Push(deliver func(*Msg, error) bool)    { p.deliver <- deliver }
 func (p *pushSink) Recv() (*Msg, error) {
 	p.t.Error("Recv called on a Pusher")
 	return nil, &ConnError{Err: net.ErrClosed}
@@ -119,10 +119,10 @@ func TestPushedCallsWaitWithoutGoroutines(t *testing.T) {
 	leaktest.Check(t)
 	const maxInFlight, calls = 2, 200
 	srv, st := newTestServer(&ServerOptions{MaxInFlight: maxInFlight, Logger: discardLogger})
-	p := &pushSink{t: t, deliver: make(chan func(*Msg, error), 1)}
+	p := &pushSink{t: t, deliver: make(chan func(*Msg, error) bool, 1)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(p) }()
-	var deliver func(*Msg, error)
+	var deliver func(*Msg, error) bool
 	select {
 	case deliver = <-p.deliver:
 	case <-time.After(10 * time.Second):

@@ -242,10 +242,10 @@ func TestShortPathCancelMidRecord(t *testing.T) {
 	}
 }
 
-// TestRecvContextResumes: RecvContext interrupted inside a header and
+// TestRecvResumes: recv interrupted inside a header and
 // inside a fragment returns ctx's error each time and then the whole
 // record; an error other than ctx's ends the transport.
-func TestRecvContextResumes(t *testing.T) {
+func TestRecvResumes(t *testing.T) {
 	c1, c2 := net.Pipe()
 	tr := NewStreamTransport(c1, nil)
 	defer tr.Close()
@@ -265,21 +265,21 @@ func TestRecvContextResumes(t *testing.T) {
 	var got *Msg
 	for range 100 {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Millisecond)
-		m, err := tr.RecvContext(ctx)
+		m, err := tr.recv(ctx)
 		cancel()
 		if err == nil {
 			got = m
 			break
 		}
 		if err != context.DeadlineExceeded {
-			t.Fatalf("RecvContext: %v", err)
+			t.Fatalf("recv: %v", err)
 		}
 	}
 	if got == nil || string(got.XDR) != string(body) {
 		t.Fatalf("record %v, want %q", got, body)
 	}
 	c2.Close()
-	if _, err := tr.RecvContext(context.Background()); !errors.Is(err, io.EOF) {
+	if _, err := tr.recv(context.Background()); !errors.Is(err, io.EOF) {
 		t.Errorf("after the peer closed: %v", err)
 	}
 }
@@ -442,19 +442,12 @@ func TestShortPathReplyTimeout(t *testing.T) {
 	}
 }
 
-// directPushTransport is a Pusher that is also a DirectReceiver: the
-// Client must push, never receive on a caller's goroutine.
-type directPushTransport struct{ *pushTransport }
-
-func (p directPushTransport) RecvContext(context.Context) (*Msg, error) {
-	p.t.Error("RecvContext called on a Pusher")
-	return nil, &ConnError{Err: net.ErrClosed}
-}
-
+// TestShortPathNotOnPusher: a Pusher that is not a DirectPusher is pushed
+// once and never receives on a caller's goroutine.
 func TestShortPathNotOnPusher(t *testing.T) {
 	leaktest.Check(t)
 	a, b := memPair()
-	pa := directPushTransport{&pushTransport{memTransport: a, t: t, ended: make(chan struct{})}}
+	pa := &pushTransport{memTransport: a, t: t, ended: make(chan struct{})}
 	h := newHarness(t, nil, pa, b)
 	ctx := ctxTimeout(t, 10*time.Second)
 	for range 20 {
@@ -464,5 +457,64 @@ func TestShortPathNotOnPusher(t *testing.T) {
 	}
 	if st := h.cli.Stats(); st.ShortPath != 0 || pa.pushed.Load() != 1 {
 		t.Errorf("ShortPath %d, Push called %d times: want 0 and 1", st.ShortPath, pa.pushed.Load())
+	}
+}
+
+// TestStreamReaderParks: on a StreamTransport, calls made one at a time
+// are read by their callers (the short path) while the transport's reader
+// stays parked between them, and a reply the reader delivers before its
+// caller looks (the reader still had the turn when the call was sent) is
+// not waited for again: each of these calls has no deadline, so a caller
+// that read for a reply already delivered would hang, and the watchdog
+// fails the test.
+func TestStreamReaderParks(t *testing.T) {
+	leaktest.Check(t)
+	c1, c2 := net.Pipe()
+	tr := NewStreamTransport(c1, nil)
+	cli := NewClient(tr)
+	defer cli.Close()
+	peer := NewStreamTransport(c2, nil)
+	defer peer.Close()
+	go func() {
+		// Answers each call with a bare accepted reply.
+		for {
+			m, err := peer.Recv()
+			if err != nil {
+				return
+			}
+			xid, _, _ := PeekHeader(m.XDR)
+			rh := ReplyHeader{XID: xid, Stat: MsgAccepted, AcceptStat: Success}
+			if peer.Send(context.Background(), &Msg{Body: Body{XDR: rh.Append(nil)}}) != nil {
+				return
+			}
+		}
+	}()
+	const calls = 500
+	done := make(chan error, 1)
+	go func() {
+		for range calls {
+			if _, err := cli.Call(context.Background(), &Request{Prog: 1, Vers: 1}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("calls made one at a time did not finish: a caller waits for a reply already delivered")
+	}
+	tr.push.mu.Lock()
+	turn, want := tr.push.turn, tr.push.want
+	tr.push.mu.Unlock()
+	if turn || want {
+		t.Errorf("with no call in flight the reader has the turn (%v) or is to take it (%v): want it parked", turn, want)
+	}
+	if st := cli.Stats(); st.ShortPath < calls/2 {
+		t.Errorf("%d of %d calls made one at a time took the short path", st.ShortPath, calls)
 	}
 }

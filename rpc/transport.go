@@ -1,6 +1,9 @@
 package rpc
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Msg is one RPC message crossing a Transport: a call or a reply, starting
 // with its xid.
@@ -59,22 +62,36 @@ type Transport interface {
 	Close() error
 }
 
-// Pusher is implemented by transports that can hand over what Recv would
-// return by calling a function on their own goroutine, which saves a
-// goroutine hand-off per message: the Client and the Server use it
-// instead of a goroutine blocked in Recv. A transport a Server pushes to
-// must bound what it delivers, as RPC-over-RDMA's credits do: the Server
-// cannot stop it the way it stops calling Recv when MaxInFlight calls
-// run.
+// Pusher is the delivery contract between this package and its
+// transports: the Client and the Server have a transport hand over what
+// it receives by calling a function on its own goroutine, and a caller
+// may run that delivery itself (DirectPusher), which saves goroutine
+// hand-offs. StreamTransport and the RPC-over-RDMA transport (package
+// rpcrdma) push; a Transport that does not is adapted by a goroutine that
+// calls its Recv and delivers what it returns.
 //
 // After Push(deliver), the transport calls deliver for every message and
 // error Recv would have returned, in the same order, one call at a time,
 // beginning with any it had queued for Recv; the last call carries the
 // error that ends the transport (not a *CallError), and none follows it.
-// Recv must not be called any more. deliver must not block: the
-// transport's receive path waits for it. Push is called at most once.
+// Recv must not be called any more. Push is called at most once.
+//
+// deliver must not block: the transport's receive path waits for it. A
+// transport a Server pushes to must therefore bound what it delivers, as
+// RPC-over-RDMA's credits do, since the Server cannot stop it the way it
+// stops calling Recv when MaxInFlight calls run. (The transports of this
+// package that read a byte stream are the exception the Server knows: it
+// waits in their deliver for a free slot, and the peer is held back by
+// the stream's flow control.)
+//
+// deliver reports whether the receiver expects another message now: a
+// Client does while calls wait for replies, a Server always. A transport
+// that learns of a message only by reading for it (a byte stream) may stop
+// reading once deliver reports false, until a caller's SendDeliver asks
+// again or it is closed; a peer's close is then noticed by the next call.
+// Transports that are told of messages anyway may ignore the report.
 type Pusher interface {
-	Push(deliver func(*Msg, error))
+	Push(deliver func(*Msg, error) bool)
 }
 
 // InlineReplier is implemented by Pushers whose deliver function a Server
@@ -84,7 +101,9 @@ type Pusher interface {
 // transport's own receiving goroutine must not wait for what only that
 // goroutine frees, so before it runs the call the Server asks
 // ReserveReply, which takes, without blocking, what sending the reply to
-// the call m needs, and reports whether it could. When it did, Send of
+// the call m needs, and reports whether it could; it also reports false
+// when calls wait behind m (a stream that has read part of the next one:
+// workers then run them side by side). When it reported true, Send of
 // that reply uses what it took and does not block, and a reservation the
 // reply did not use is given back when m is released.
 type InlineReplier interface {
@@ -92,26 +111,11 @@ type InlineReplier interface {
 	ReserveReply(m *Msg) bool
 }
 
-// DirectReceiver is implemented by transports whose messages a Client may
-// receive on the goroutine of a caller waiting for its reply, instead of
-// on a reader goroutine that then wakes the caller: the short path (see
-// the package documentation). StreamTransport implements it. The Client
-// does not use it on a transport that is also a Pusher.
-type DirectReceiver interface {
-	Transport
-	// RecvContext is Recv, except that when ctx ends before a whole
-	// message has arrived it returns ctx.Err() itself and leaves the
-	// transport usable: nothing received is lost, and the next Recv or
-	// RecvContext carries on. Recv's rule holds: one goroutine at a time
-	// calls Recv or RecvContext.
-	RecvContext(ctx context.Context) (*Msg, error)
-}
-
 // DirectPusher is implemented by a Pusher that can run its delivery on the
 // goroutine of a caller waiting for its reply, instead of on its own
-// goroutine, which then wakes the caller: the short path of a transport
-// that pushes (see the package documentation). RPC-over-RDMA's requester
-// implements it. The Client sends every call on such a transport with
+// goroutine, which then wakes the caller: the short path (see the package
+// documentation). StreamTransport and the RPC-over-RDMA requester
+// implement it. The Client sends every call on such a transport with
 // SendDeliver.
 type DirectPusher interface {
 	Pusher
@@ -163,3 +167,40 @@ func (e *CallError) Error() string { return e.Err.Error() }
 
 // Unwrap returns Err.
 func (e *CallError) Unwrap() error { return e.Err }
+
+// pushWaits is implemented by the Pushers of this package whose deliver
+// may wait for the Server to have a free MaxInFlight slot, because their
+// receiving goroutine does nothing else and their peer is held back by a
+// byte stream's flow control: StreamTransport and recvPusher.
+type pushWaits interface {
+	Pusher
+	deliverMayWait()
+}
+
+// recvPusher adapts a Transport that does not push: a goroutine calls Recv
+// and delivers what it returns, until the error that ends the transport.
+type recvPusher struct{ Transport }
+
+// asPusher returns t as a Pusher, adapting it if it does not push.
+func asPusher(t Transport) Pusher {
+	if p, ok := t.(Pusher); ok {
+		return p
+	}
+	return recvPusher{t}
+}
+
+// Push starts the goroutine; it exits once it has delivered the error that
+// ends the transport, which its receiver waits for.
+func (a recvPusher) Push(deliver func(*Msg, error) bool) {
+	go func() {
+		for {
+			m, err := a.Recv()
+			deliver(m, err)
+			if _, one := errors.AsType[*CallError](err); err != nil && !one {
+				return
+			}
+		}
+	}()
+}
+
+func (recvPusher) deliverMayWait() {}

@@ -150,12 +150,13 @@ func TestClosePushFinal(t *testing.T) {
 	for range 20 {
 		conn, resp := dialAccept(t, loopback.New(), "", nil, nil)
 		var final atomic.Bool
-		resp.Push(func(m *rpc.Msg, err error) {
+		resp.Push(func(m *rpc.Msg, err error) bool {
 			if err != nil {
 				if _, perCall := errors.AsType[*rpc.CallError](err); !perCall {
 					final.Store(true)
 				}
 			}
+			return true
 		})
 		resp.Close()
 		if !final.Load() {
@@ -168,7 +169,7 @@ func TestClosePushFinal(t *testing.T) {
 	defer conn.Close()
 	resp.Close()
 	var final atomic.Bool
-	resp.Push(func(m *rpc.Msg, err error) { final.Store(err != nil) })
+	resp.Push(func(m *rpc.Msg, err error) bool { final.Store(err != nil); return true })
 	if !final.Load() {
 		t.Error("Push after Close did not deliver the final error")
 	}

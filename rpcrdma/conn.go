@@ -172,7 +172,7 @@ type role interface {
 	// call.
 	recv() (*rpc.Msg, error)
 	// push is Conn.Push (requester_recv.go, responder_recv.go).
-	push(deliver func(*rpc.Msg, error))
+	push(deliver func(*rpc.Msg, error) bool)
 	// loopEnded runs on the loop as it returns, once failOps has run:
 	// the role gives back what no Recv will take and gives a pushing
 	// rpc layer the final error.

@@ -179,4 +179,4 @@ func (c *Conn) Recv() (*rpc.Msg, error) { return c.role.recv() }
 // go through Recv on a side goroutine, the pump, that runs only while
 // they are queued, so an idle responder has no goroutine but its loop.
 // The error that ends the connection comes last, once the loop has ended.
-func (c *Conn) Push(deliver func(*rpc.Msg, error)) { c.role.push(deliver) }
+func (c *Conn) Push(deliver func(*rpc.Msg, error) bool) { c.role.push(deliver) }

@@ -161,7 +161,7 @@ func TestResponderPush(t *testing.T) {
 	ended := make(chan error, 1)
 	var active atomic.Int32
 	var over atomic.Bool
-	resp.Push(func(m *rpc.Msg, err error) {
+	resp.Push(func(m *rpc.Msg, err error) bool {
 		if active.Add(1) != 1 {
 			t.Error("deliver called while another call of it runs")
 		}
@@ -172,9 +172,10 @@ func TestResponderPush(t *testing.T) {
 		if err != nil {
 			over.Store(true)
 			ended <- err
-			return
+			return false
 		}
 		calls <- m
+		return true
 	})
 	// An inline call, which the loop delivers itself, and one with a
 	// read chunk, which reaches deliver through Recv once pulled.

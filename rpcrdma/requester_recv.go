@@ -20,8 +20,8 @@ type replyQueue struct {
 	// pushMu guards pushTo and pushEnded and serializes every call of
 	// pushTo.
 	pushMu    sync.Mutex
-	pushTo    func(*rpc.Msg, error) // set by Push
-	pushEnded bool                  // the loop has ended and pushTo has had the final error
+	pushTo    func(*rpc.Msg, error) bool // set by Push
+	pushEnded bool                       // the loop has ended and pushTo has had the final error
 
 	replies reuse.Spare[replyMsg] // getReplyMsg's, in front of replyMsgs
 }
@@ -88,7 +88,7 @@ func (r *requester) replyOf(in inbound) (*rpc.Msg, error) {
 
 // push is Conn.Push on a requester: what Recv would have returned goes
 // to deliver, first what is queued already.
-func (r *requester) push(deliver func(*rpc.Msg, error)) {
+func (r *requester) push(deliver func(*rpc.Msg, error) bool) {
 	c := r.c
 	r.pushMu.Lock()
 	defer r.pushMu.Unlock()

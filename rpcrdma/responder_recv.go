@@ -31,14 +31,14 @@ type recvQueues struct {
 	// pushMu guards callPush and serializes every call of it: the
 	// loop's (pushCall) and the pump's.
 	pushMu   sync.Mutex
-	callPush func(*rpc.Msg, error) // set by Push; nil once it has had the final error
+	callPush func(*rpc.Msg, error) bool // set by Push; nil once it has had the final error
 
 	// The pump: once Push has set pumpTo, a side goroutine runs pump
 	// while the queues hold anything, and once at the end for the final
 	// error. pumpMu guards pumpTo and pumping; the queues' own are
 	// taken under it.
 	pumpMu  sync.Mutex
-	pumpTo  func(*rpc.Msg, error)
+	pumpTo  func(*rpc.Msg, error) bool
 	pumping bool   // a pump runs, or has delivered the final error
 	pumpFn  func() // r.pump, bound once
 }
@@ -227,7 +227,7 @@ func (r *responder) next(block bool) (*rpc.Msg, bool, error) {
 
 // push is Conn.Push on a responder: calls without read chunks go to
 // deliver from the loop (pushCall), the rest from the pump.
-func (r *responder) push(deliver func(*rpc.Msg, error)) {
+func (r *responder) push(deliver func(*rpc.Msg, error) bool) {
 	c := r.c
 	r.pushMu.Lock()
 	r.callPush = deliver
