@@ -131,6 +131,9 @@ func build(t testing.TB, pkg string, tags []string, test bool) string {
 	cgo := "0"
 	if slices.Contains(tags, "verbs") {
 		cgo = "1"
+		if why := verbsBuildMissing(); why != "" {
+			t.Skipf("building %s with the verbs provider for the guest: %s", pkg, why)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -150,6 +153,24 @@ func build(t testing.TB, pkg string, tags []string, test bool) string {
 	}
 	t.Logf("built %s (tags %q, CGO_ENABLED=%s) in %v", bin, tags, cgo, time.Since(start).Round(time.Millisecond))
 	return bin
+}
+
+// verbsBuildMissing says what the host lacks to build the verbs provider
+// (cgo over rdma-core's libibverbs and librdmacm), or "".
+func verbsBuildMissing() string {
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	if _, err := exec.LookPath(cc); err != nil {
+		return fmt.Sprintf("no C compiler (%s) on the host", cc)
+	}
+	for _, h := range []string{"/usr/include/infiniband/verbs.h", "/usr/include/rdma/rdma_cma.h"} {
+		if _, err := os.Stat(h); err != nil {
+			return "rdma-core's headers are not on the host (" + h + "; apt-get install libibverbs-dev librdmacm-dev)"
+		}
+	}
+	return ""
 }
 
 // shellQuote quotes s for sh(1) as one word.
