@@ -12,7 +12,10 @@ package rpcrdma
 // connection reports StateClosed when it is closed, whatever ended it
 // (the peer, an eviction or another limit, the server): the first Close
 // reports it as it returns, after the connection's loop and side
-// goroutines have exited, so that its Stats and Err are final. A request
+// goroutines have exited, so that its Stats and Err are final. Serve's
+// rpc.Server closes each connection it serves when it ends; a program
+// that calls Accept itself closes each Conn (as it must, to free it), and
+// StateClosed comes then, not when the peer goes. A request
 // refused without being admitted (every connection it competes with
 // busy) reports nothing; the Listener counts it (ListenerStats.Limits).
 //
@@ -38,6 +41,8 @@ import (
 // goroutine whose Close ends the connection (under Serve, the
 // rpc.Server's goroutine for the connection, before Shutdown counts the
 // connection done). It is called for different connections concurrently.
+// Since StateClosed runs within Close, the hook must not wait for a lock
+// that a goroutine holds while it closes a connection.
 type ConnState uint8
 
 const (

@@ -75,7 +75,17 @@ func ExampleConn_Backchannel() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	l, err := rpcrdma.Listen(ctx, p, "127.0.0.1:0", &rpcrdma.Config{BackwardCredits: 4})
+	// The server learns of the connection it accepts from its ConnState
+	// hook, which must not block: the channel has room.
+	accepted := make(chan *rpcrdma.Conn, 1)
+	l, err := rpcrdma.Listen(ctx, p, "127.0.0.1:0", &rpcrdma.Config{
+		BackwardCredits: 4,
+		ConnState: func(c *rpcrdma.Conn, s rpcrdma.ConnState) {
+			if s == rpcrdma.StateEstablished {
+				accepted <- c
+			}
+		},
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -85,15 +95,7 @@ func ExampleConn_Backchannel() {
 		close(ready)
 		return rpc.Body{}, nil
 	})
-	accepted := make(chan *rpcrdma.Conn, 1)
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			log.Fatal(err)
-		}
-		accepted <- c
-		srv.Serve(c)
-	}()
+	go rpcrdma.Serve(ctx, l, srv)
 
 	// The client: a callback service on its connection's backchannel,
 	// then a forward call to say it is there.

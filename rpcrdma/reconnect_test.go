@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -27,40 +28,53 @@ const (
 	procGatedRead = 21
 )
 
-// served serves srv on every connection a listener accepts and remembers
-// them, for a test to cut.
+// served serves srv with Serve and remembers the connections it
+// accepts (Config.ConnState), for a test to cut.
 type served struct {
 	l   *Listener
 	srv *rpc.Server
 
 	mu    sync.Mutex
 	conns []*Conn
-	wg    sync.WaitGroup
+	wg    sync.WaitGroup // Serve, and the connections not closed
 }
 
 // serve listens on p at addr and serves srv there until the test ends
 // (stop).
 func serve(t *testing.T, p rdma.Provider, addr string, cfg *Config, srv *rpc.Server) *served {
 	t.Helper()
-	l, err := Listen(context.Background(), p, addr, cfg)
+	var lcfg Config
+	if cfg != nil {
+		lcfg = *cfg
+	}
+	s := &served{srv: srv}
+	lcfg.ConnState = s.state
+	l, err := Listen(context.Background(), p, addr, &lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &served{l: l, srv: srv}
-	s.wg.Go(func() {
-		for {
-			c, err := l.Accept(context.Background())
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			s.conns = append(s.conns, c)
-			s.mu.Unlock()
-			s.wg.Go(func() { srv.Serve(c) })
-		}
-	})
+	s.l = l
+	s.wg.Go(func() { Serve(context.Background(), l, srv) })
 	t.Cleanup(s.stop)
 	return s
+}
+
+// state is the Listener's Config.ConnState.
+func (s *served) state(c *Conn, st ConnState) {
+	switch st {
+	case StateEstablished:
+		s.wg.Add(1)
+		s.mu.Lock()
+		s.conns = append(s.conns, c)
+		s.mu.Unlock()
+	case StateClosed:
+		s.mu.Lock()
+		established := slices.Contains(s.conns, c)
+		s.mu.Unlock()
+		if established {
+			s.wg.Done()
+		}
+	}
 }
 
 // addr is the address to dial.
@@ -86,8 +100,9 @@ func (s *served) accepted() int {
 // cut closes every connection accepted so far.
 func (s *served) cut() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.conns {
+	conns := slices.Clone(s.conns)
+	s.mu.Unlock()
+	for _, c := range conns { // Close reports StateClosed, which takes s.mu
 		c.Close()
 	}
 }
