@@ -102,7 +102,10 @@ type Client4 struct {
 	cacheHits atomic.Uint64
 	rebinding atomic.Bool    // a BIND_CONN_TO_SESSION is under way
 	rebinds   sync.WaitGroup // it, for Close
-	rebound   atomic.Int32   // how many succeeded
+
+	checkingRevoked atomic.Bool    // a check of revoked state is under way
+	revokeChecks    sync.WaitGroup // it, for Close (client4_revoked.go)
+	rebound         atomic.Int32   // how many succeeded
 }
 
 // session4 is one session: its ID, slot table and negotiated channels.
@@ -404,6 +407,9 @@ func (c *Client4) compoundOnce(ctx context.Context, ops []nfs4.ArgOp, res []nfs4
 			if seqRes.StatusFlags&(nfs4.SeqStatusCBPathDown|nfs4.SeqStatusCBPathDownSession) != 0 {
 				c.rebindLater(s)
 			}
+			if seqRes.StatusFlags&revokedFlags != 0 {
+				c.checkRevokedLater()
+			}
 			// A retry whose first reply the server did not keep (the
 			// request asked for no caching, being idempotent): run it
 			// anew on a fresh sequence ID (RFC 8881 Section 2.10.6.1.3).
@@ -660,8 +666,9 @@ type Info4 struct {
 	// the delegations among them, and ReclaimRefused those the server
 	// refused; Reopened the opens made again with CLAIM_FH after their
 	// state was lost; GraceWaits the calls that met NFS4ERR_GRACE and
-	// were sent again.
-	Recoveries, Reclaimed, DelegationsReclaimed, ReclaimRefused, Reopened, GraceWaits int
+	// were sent again; Revoked the stateids the server revoked and the
+	// client freed.
+	Recoveries, Reclaimed, DelegationsReclaimed, ReclaimRefused, Reopened, GraceWaits, Revoked int
 }
 
 // Info returns what the session negotiated.
@@ -677,7 +684,8 @@ func (c *Client4) Info() Info4 {
 		Conns: len(c.conns), MaxRead: c.MaxRead(), MaxWrite: c.MaxWrite(), CacheHits: int(c.cacheHits.Load()),
 		Recoveries: int(c.recStats.recoveries.Load()), Reclaimed: int(c.recStats.reclaimed.Load()),
 		DelegationsReclaimed: int(c.recStats.delegations.Load()), ReclaimRefused: int(c.recStats.reclaimFailed.Load()),
-		Reopened: int(c.recStats.reopened.Load()), GraceWaits: int(c.recStats.graceWaits.Load())}
+		Reopened: int(c.recStats.reopened.Load()), GraceWaits: int(c.recStats.graceWaits.Load()),
+		Revoked: int(c.recStats.revoked.Load())}
 	c.cb.mu.Lock()
 	in.Recalls = c.cb.recalls
 	c.cb.mu.Unlock()
@@ -734,6 +742,7 @@ func (c *Client4) Close() error {
 	<-c.renewDone
 	c.rebinds.Wait()
 	c.recoveries.Wait()
+	c.revokeChecks.Wait()
 	c.cb.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

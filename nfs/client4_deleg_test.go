@@ -176,3 +176,42 @@ func TestFile4WriteDelegationVerifier(t *testing.T) {
 		t.Errorf("the server holds %q, want \"abcdef\"", data)
 	}
 }
+
+// TestFile4DelegationRevoked: the server revokes the write delegation and
+// says so in SEQUENCE's flags (SEQ4_STATUS_RECALLABLE_STATE_REVOKED); the
+// client tests its stateids, frees the revoked one (FREE_STATEID), drops
+// the delegation, and sends the writes it kept under the open.
+func TestFile4DelegationRevoked(t *testing.T) {
+	f, c, fl := openWriteDeleg(t, "k")
+	ctx := ctxT(t)
+	fl.WriteAt(ctx, []byte("kept"), 0, nfs4.Unstable)
+	fl.mu.Lock()
+	deleg := fl.deleg
+	fl.mu.Unlock()
+	f.mu.Lock()
+	delete(f.files.delegs, deleg.Other)
+	f.files.revoked = map[[12]byte]nfs4.Stat{deleg.Other: nfs4.ErrDelegRevoked}
+	f.files.statusFlags = nfs4.SeqStatusRecallableStateRevoked
+	f.mu.Unlock()
+	if err := c.compound(ctx, nil, nil, callOpts{}); err != nil { // a SEQUENCE, which hears of it
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); fl.Delegated() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if fl.Delegated() || c.Info().Revoked != 1 {
+		t.Fatalf("after the revocation: delegated %v, %d revoked", fl.Delegated(), c.Info().Revoked)
+	}
+	if err := fl.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log, data := fakeLog(f, "k")
+	if strings.Join(log, " ") != "FREE_STATEID WRITE COMMIT" || data != "kept" {
+		t.Errorf("the server saw %v and holds %q; want FREE_STATEID WRITE COMMIT and \"kept\"", log, data)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.files.statusFlags != 0 {
+		t.Error("a revoked stateid is left unfreed")
+	}
+}

@@ -66,6 +66,7 @@ type recoveryStats struct {
 	delegations   atomic.Int32 // delegations reclaimed with their open
 	reopened      atomic.Int32 // opens made again with CLAIM_FH
 	graceWaits    atomic.Int32 // calls that met NFS4ERR_GRACE and waited
+	revoked       atomic.Int32 // stateids found revoked (client4_revoked.go)
 }
 
 // recoveryTimeout bounds one recovery, all its attempts together; a

@@ -30,6 +30,11 @@ type fakeFiles struct {
 	// newVerifier answers the next COMMITs with a verifier other than
 	// the WRITEs'.
 	newVerifier int
+	// revoked holds the stateids revoked and not yet freed, with the
+	// status TEST_STATEID gives them; statusFlags are SEQUENCE's
+	// sr_status_flags.
+	revoked     map[[12]byte]nfs4.Stat
+	statusFlags uint32
 
 	claims    map[nfs4.ClaimType]int // OPENs by claim
 	noGrace   int                    // reclaims refused as outside the grace period
@@ -127,6 +132,30 @@ func (f *fake4) fileOp(op nfs4.ArgOp, fh *nfs4.FileHandle) nfs4.ResOp {
 			return &nfs4.CommitRes{Verifier: nfs4.Verifier{fs.boot, 'x'}}
 		}
 		return &nfs4.CommitRes{Verifier: nfs4.Verifier{fs.boot}}
+	case *nfs4.TestStateIDArgs:
+		r := &nfs4.TestStateIDRes{}
+		for _, sid := range a.StateIDs {
+			code, ok := fs.revoked[sid.Other]
+			switch {
+			case ok:
+			case fs.opens[sid.Other] != "" || fs.delegs[sid.Other] != "":
+				code = nfs4.OK
+			default:
+				code = nfs4.ErrBadStateID
+			}
+			r.Codes = append(r.Codes, code)
+		}
+		return r
+	case *nfs4.FreeStateIDArgs:
+		if _, ok := fs.revoked[a.StateID.Other]; !ok {
+			return &nfs4.FreeStateIDRes{Status: nfs4.ErrBadStateID}
+		}
+		delete(fs.revoked, a.StateID.Other)
+		if len(fs.revoked) == 0 {
+			fs.statusFlags = 0
+		}
+		fs.log = append(fs.log, "FREE_STATEID")
+		return &nfs4.FreeStateIDRes{}
 	case *nfs4.DelegReturnArgs:
 		if a.StateID.Other[0] != fs.boot {
 			return &nfs4.DelegReturnRes{Status: nfs4.ErrStaleStateID}

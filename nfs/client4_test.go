@@ -119,7 +119,7 @@ func (f *fake4) handle(_ context.Context, c *rpc.Call) (rpc.Body, error) {
 				if r == nil {
 					f.runs[[2]uint32{a.SlotID, a.SequenceID}]++
 					r = &nfs4.SequenceRes{SessionID: a.SessionID, SequenceID: a.SequenceID, SlotID: a.SlotID,
-						HighestSlotID: uint32(f.slots - 1), TargetHighestSlotID: f.target}
+						HighestSlotID: uint32(f.slots - 1), TargetHighestSlotID: f.target, StatusFlags: f.files.statusFlags}
 					if f.lieSlot {
 						r.(*nfs4.SequenceRes).SlotID++
 					}
