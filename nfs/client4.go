@@ -102,10 +102,10 @@ type Client4 struct {
 	cacheHits atomic.Uint64
 	rebinding atomic.Bool    // a BIND_CONN_TO_SESSION is under way
 	rebinds   sync.WaitGroup // it, for Close
+	rebound   atomic.Int32   // how many succeeded
 
 	checkingRevoked atomic.Bool    // a check of revoked state is under way
 	revokeChecks    sync.WaitGroup // it, for Close (client4_revoked.go)
-	rebound         atomic.Int32   // how many succeeded
 }
 
 // session4 is one session: its ID, slot table and negotiated channels.
