@@ -222,14 +222,15 @@ func closeScale(clients []*rpc.Client) {
 }
 
 // busyRun makes calls NULL calls on clients, one outstanding on each,
-// and returns the calls per second.
-func busyRun(b *testing.B, s *scaleServer, clients []*rpc.Client, calls int) float64 {
+// and returns the calls per second and the server's CPU time per call.
+func busyRun(b *testing.B, s *scaleServer, clients []*rpc.Client, calls int) (perSec float64, cpu time.Duration) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var next atomic.Int64
 	var failed atomic.Value
 	var wg sync.WaitGroup
+	cpu0 := s.cpu(b)
 	start := time.Now()
 	for _, c := range clients {
 		wg.Go(func() {
@@ -245,7 +246,26 @@ func busyRun(b *testing.B, s *scaleServer, clients []*rpc.Client, calls int) flo
 	if err := failed.Load(); err != nil {
 		b.Fatalf("a busy connection's NULL failed: %v", err)
 	}
-	return float64(calls) / time.Since(start).Seconds()
+	return float64(calls) / time.Since(start).Seconds(), (s.cpu(b) - cpu0) / time.Duration(calls)
+}
+
+// cpu returns the CPU time the server has used, user and system, from
+// /proc/PID/stat (proc(5)), in clock ticks of 10 ms.
+func (s *scaleServer) cpu(b *testing.B) time.Duration {
+	b.Helper()
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		b.Fatalf("reading the server's CPU time: %v", err)
+	}
+	// The fields after the command name, which ends with the last ')':
+	// state is the first, utime the 12th, stime the 13th.
+	f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+	if len(f) < 13 {
+		b.Fatalf("the server's /proc stat has %d fields after its name", len(f))
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st2, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st2) * 10 * time.Millisecond
 }
 
 // scaleCount returns RPCRDMA_CONNS (default 10,000; 1,000 with -short).
@@ -290,7 +310,9 @@ func raiseFileLimit(b *testing.B, need uint64) {
 // outstanding on each, RPCRDMA_BUSY_CALLS in all (default 100,000),
 // with the others open and idle and then with them closed, in five
 // rounds, and reports the median, lowest and highest of the rounds'
-// throughput among the idle ones over the throughput alone.
+// throughput among the idle ones over the throughput alone, and the
+// median of the server's CPU time per call among them over alone, which
+// other processes on the machine move less than the throughput.
 // RPCRDMA_SERVER_FLAGS adds flags to both servers' (--shared-receives 0,
 // say). Run it with
 //
@@ -336,15 +358,16 @@ func BenchmarkIdleConnections(b *testing.B) {
 				b.Logf("%s: %d connections: server VmRSS %d KiB before, %d KiB after: %.1f KiB per connection",
 					sc.name, n, rss0>>10, rss1>>10, perConn/1024)
 				b.ReportMetric(perConn/1024, "server-KiB/conn")
-				var ratios []float64
+				var ratios, cpuRatios []float64
 				for r := range rounds {
-					among := busyRun(b, s, hot, calls)
+					among, amongCPU := busyRun(b, s, hot, calls)
 					closeScale(idle)
 					s.waitConns(b, busy)
-					alone := busyRun(b, s, hot, calls)
+					alone, aloneCPU := busyRun(b, s, hot, calls)
 					ratios = append(ratios, among/alone)
-					b.Logf("%s: round %d: %d busy connections: %.0f calls/s among %d idle, %.0f alone: %.2f",
-						sc.name, r, busy, among, n-busy, alone, among/alone)
+					cpuRatios = append(cpuRatios, float64(amongCPU)/float64(aloneCPU))
+					b.Logf("%s: round %d: %d busy connections: %.0f calls/s among %d idle, %.0f alone: %.2f; server CPU per call %v among, %v alone: %.2f",
+						sc.name, r, busy, among, n-busy, alone, among/alone, amongCPU, aloneCPU, cpuRatios[r])
 					if r < rounds-1 {
 						idle = dialScale(b, s, busy, n-busy, false)
 						s.waitConns(b, n)
@@ -352,9 +375,11 @@ func BenchmarkIdleConnections(b *testing.B) {
 				}
 				closeScale(hot)
 				slices.Sort(ratios)
+				slices.Sort(cpuRatios)
 				b.ReportMetric(ratios[len(ratios)/2], "busy-ratio-median")
 				b.ReportMetric(ratios[0], "busy-ratio-min")
 				b.ReportMetric(ratios[len(ratios)-1], "busy-ratio-max")
+				b.ReportMetric(cpuRatios[len(cpuRatios)/2], "busy-cpu-ratio-median")
 			}
 		})
 	}
