@@ -10,10 +10,21 @@
 # few instructions, where timings on a shared machine are not.
 #
 #   bench/cachegrind.sh            total per round trip
-#   bench/cachegrind.sh -v         and the 40 costliest functions
+#   bench/cachegrind.sh -v         and the 40 costliest functions, then
+#                                  the count by layer (the directory of each
+#                                  function's file: rpc, rpcrdma,
+#                                  rpcrdma/wire, xdr, the provider's, Go's
+#                                  packages; _test.go files are the
+#                                  benchmark's own)
 #   TRANSPORT=tcp bench/cachegrind.sh   ONC RPC over loopback TCP instead
 #                                  (BenchmarkPaths/NULL/tcp; user code only,
 #                                  the kernel's share is not counted)
+#   TRANSPORT=loopback bench/cachegrind.sh   RPC-over-RDMA over the
+#                                  in-process provider (BenchmarkPaths/
+#                                  NULL/loopback): no framing and no
+#                                  socket, the stand-in for an RNIC's
+#                                  verbs path (docs/performance.md, "The
+#                                  verbs path in instructions")
 #
 # Needs valgrind (apt-get install valgrind). Takes about a minute.
 set -eu
@@ -35,7 +46,7 @@ for n in "$N1" "$N2"; do
 	fi
 done
 cg_diff "$tmp/cg.$N1" "$tmp/cg.$N2" >"$tmp/cg.diff"
-cg_annotate --threshold=0 "$tmp/cg.diff" | awk -v calls=$((N2 - N1)) -v verbose="${1:-}" '
+cg_annotate --threshold=0 "$tmp/cg.diff" | awk -v calls=$((N2 - N1)) -v verbose="${1:-}" -v root="$PWD/" '
 	# Function lines: "  1,234 ( 0.01%)  /path/file.go:pkg.Func"
 	$0 ~ /^ *-?[0-9,]+ \(/ && $NF ~ /\.(go|s):/ {
 		n = $1; gsub(",", "", n)
@@ -45,10 +56,27 @@ cg_annotate --threshold=0 "$tmp/cg.diff" | awk -v calls=$((N2 - N1)) -v verbose=
 			next
 		per = n / calls
 		total += per
-		if (verbose == "-v")
+		if (verbose == "-v") {
 			printf "%8.0f  %s\n", per, $NF | "sort -rn | head -40"
+			layer = file
+			sub(/\/[^\/]*$/, "", layer)
+			if (file ~ /_test\.go$/)
+				layer = "the benchmark (_test.go)"
+			else if (index(file, root) == 1)
+				layer = substr(layer, length(root) + 1)
+			else if (layer ~ /\/src\//)
+				layer = "go: " substr(layer, index(layer, "/src/") + 5)
+			bylayer[layer] += per
+		}
 	}
 	END {
 		close("sort -rn | head -40")
+		if (verbose == "-v") {
+			print "by layer:"
+			for (l in bylayer)
+				if (bylayer[l] >= 0.5)
+					printf "%8.0f  %s\n", bylayer[l], l | "sort -rn"
+			close("sort -rn")
+		}
 		printf "%.0f instructions of user code per NULL round trip\n", total
 	}'
