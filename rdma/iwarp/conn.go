@@ -141,8 +141,8 @@ type Conn struct {
 	sqNext      uint64 // sequence of the next work request to transmit
 	orq         wq.Ring[outRead]
 	irq         wq.Ring[inRead]
-	mrs         map[*mr]struct{}
-	closed      bool // Close has run (and detached c from srq)
+	regs        memreg.Domain // the regions registered on c (mem.go)
+	closed      bool          // Close has run (and detached c from srq)
 
 	// srq is the shared receive queue c is attached to, or nil. srqWR is
 	// the receive the Send being received took from it (the reader's),
@@ -211,9 +211,9 @@ func newConn(p *Provider, cp connParams) *Conn {
 		q:          wq.New(cp.s.sq, cp.s.rq),
 		orq:        wq.NewRing[outRead](cp.s.ord),
 		irq:        wq.NewRing[inRead](cp.s.ird),
-		mrs:        make(map[*mr]struct{}),
 		srq:        cp.s.srq,
 	}
+	c.regs = c.newDomain()
 	if c.srq != nil {
 		c.srq.Attach()
 	}
@@ -444,9 +444,7 @@ func (c *Conn) closeSocket() {
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	c.endLocked(rdma.ErrClosed, nil)
-	for m := range c.mrs {
-		c.releaseLocked(m)
-	}
+	c.regs.ReleaseAllLocked()
 	started, detach := c.started, c.srq != nil && !c.closed
 	c.closed = true
 	c.mu.Unlock()

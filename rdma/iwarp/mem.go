@@ -15,7 +15,6 @@ package iwarp
 // nothing more is placed into the region.
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -45,79 +44,48 @@ var _ rdma.MR = (*mr)(nil)
 // a region are placed from a message the peer sent after them (RFC 5040
 // section 5.5), as RPC-over-RDMA's replies follow their chunks.
 func (m *mr) Invalidate() error {
-	m.c.mu.Lock()
-	m.SetValid(false)
-	m.c.mu.Unlock()
+	m.c.regs.Invalidate(&m.Region)
 	m.c.waitPlacement(&m.Region)
 	return nil
 }
 
 // Reregister gives the region a new key and access, valid again.
 func (m *mr) Reregister(access rdma.Access) (rdma.STag, error) {
-	if !access.Valid() {
-		return 0, fmt.Errorf("iwarp: reregister stag %v: access %v: %w", m.STag(), access, rdma.ErrInvalid)
-	}
-	m.c.mu.Lock()
-	defer m.c.mu.Unlock()
-	if s := m.Load(); s.Released() {
-		return 0, fmt.Errorf("iwarp: reregister stag %v: region released: %w", s.STag(), rdma.ErrInvalid)
-	}
-	stag := m.c.p.stags.Rekey(&m.Region)
-	m.Set(stag, access, true, false)
-	return stag, nil
+	return m.c.regs.Reregister(&m.Region, access)
 }
 
 // Release deregisters the region at once, like Invalidate, and waits until
 // no payload is being placed into it.
 func (m *mr) Release() error {
-	m.c.mu.Lock()
-	m.c.releaseLocked(m)
-	m.c.mu.Unlock()
+	m.c.regs.Release(&m.Region)
 	m.c.waitPlacement(&m.Region)
 	return nil
 }
 
-// register adds a region on c; verb ("alloc", "register") names the call
-// in errors. The caller must not hold c.mu.
-func (c *Conn) register(b []byte, access rdma.Access, verb string) (rdma.MR, error) {
-	if !access.Valid() {
-		return nil, fmt.Errorf("iwarp: %s %d bytes: access %v: %w", verb, len(b), access, rdma.ErrInvalid)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state == stateDead {
-		return nil, fmt.Errorf("iwarp: %s %d bytes: %w", verb, len(b), c.err)
-	}
-	m := &mr{Region: memreg.Region{Owner: c, Buf: b}, c: c}
-	if _, err := c.p.stags.Add(&m.Region, access); err != nil {
-		return nil, fmt.Errorf("iwarp: %s %d bytes: %w", verb, len(b), err)
-	}
-	c.mrs[m] = struct{}{}
-	return m, nil
-}
-
-// releaseLocked deregisters m; the caller holds c.mu.
-func (c *Conn) releaseLocked(m *mr) {
-	if c.p.stags.Remove(&m.Region) {
-		delete(c.mrs, m)
-	}
+// newDomain returns c's registrations.
+func (c *Conn) newDomain() memreg.Domain {
+	return memreg.NewDomain(memreg.DomainConfig{Name: "iwarp", Table: c.p.stags, Mu: &c.mu,
+		Dead: func() error {
+			if c.state == stateDead {
+				return c.err
+			}
+			return nil
+		},
+		NewMR: func(b []byte) (rdma.MR, *memreg.Region) {
+			m := &mr{Region: memreg.Region{Owner: c, Buf: b}, c: c}
+			return m, &m.Region
+		}})
 }
 
 // Alloc returns size bytes of zeroed memory registered with access. Go
 // memory does not move, so the region is an ordinary slice.
 func (c *Conn) Alloc(size int, access rdma.Access) (rdma.MR, error) {
-	if size < 0 {
-		return nil, fmt.Errorf("iwarp: alloc %d bytes: %w", size, rdma.ErrInvalid)
-	}
-	if !access.Valid() {
-		return nil, fmt.Errorf("iwarp: alloc %d bytes: access %v: %w", size, access, rdma.ErrInvalid)
-	}
-	return c.register(make([]byte, size), access, "alloc")
+	return c.regs.Alloc(size, access)
 }
 
 // Register registers b with access; b is used in place.
 func (c *Conn) Register(b []byte, access rdma.Access) (rdma.MR, error) {
-	return c.register(b, access, "register")
+	return c.regs.Register(b, access)
 }
 
 // waitPlacement returns once the reader is not placing payload into r,

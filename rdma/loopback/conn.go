@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
+	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/srq"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/wq"
 )
@@ -100,8 +101,8 @@ type Conn struct {
 	q       wq.Queues
 	sqNext  uint64 // sequence of the next work request to execute
 	irq     wq.Ring[readReq]
-	mrs     map[*mr]struct{}
-	closed  bool // Close has run (and detached c from srq)
+	regs    memreg.Domain // the regions registered on c (mem.go)
+	closed  bool          // Close has run (and detached c from srq)
 }
 
 var (
@@ -131,8 +132,8 @@ func newConn(n *Network, l *link, s settings, local, remote Addr, peerPD []byte)
 		kick: make(chan struct{}, 1),
 		q:    wq.New(s.sq, s.rq),
 		irq:  wq.NewRing[readReq](s.ird),
-		mrs:  make(map[*mr]struct{}),
 	}
+	c.regs = c.newDomain()
 	return c
 }
 
@@ -266,9 +267,7 @@ func (c *Conn) discard() {
 func (c *Conn) Close() error {
 	c.l.mu.Lock()
 	c.endWith(rdma.ErrClosed, rdma.ErrDisconnected)
-	for m := range c.mrs {
-		c.releaseLocked(m)
-	}
+	c.regs.ReleaseAllLocked()
 	if c.srq != nil && !c.closed {
 		c.srq.Detach()
 	}

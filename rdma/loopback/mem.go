@@ -11,8 +11,6 @@ package loopback
 // atomic word so that checks by another connection can read it.
 
 import (
-	"fmt"
-
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/memreg"
 )
@@ -34,72 +32,48 @@ type mr struct {
 
 var _ rdma.MR = (*mr)(nil)
 
+// Invalidate makes the region invalid; once it returns, nothing is
+// placed into it.
 func (m *mr) Invalidate() error {
-	m.c.l.mu.Lock()
-	defer m.c.l.mu.Unlock()
-	m.SetValid(false)
+	m.c.regs.Invalidate(&m.Region)
 	return nil
 }
 
+// Reregister gives the region a new key and access, valid again.
 func (m *mr) Reregister(access rdma.Access) (rdma.STag, error) {
-	if !access.Valid() {
-		return 0, fmt.Errorf("loopback: reregister stag %v: access %v: %w", m.STag(), access, rdma.ErrInvalid)
-	}
-	m.c.l.mu.Lock()
-	defer m.c.l.mu.Unlock()
-	if s := m.Load(); s.Released() {
-		return 0, fmt.Errorf("loopback: reregister stag %v: region released: %w", s.STag(), rdma.ErrInvalid)
-	}
-	stag := m.c.n.stags.Rekey(&m.Region)
-	m.Set(stag, access, true, false)
-	return stag, nil
+	return m.c.regs.Reregister(&m.Region, access)
 }
 
+// Release deregisters the region.
 func (m *mr) Release() error {
-	m.c.l.mu.Lock()
-	defer m.c.l.mu.Unlock()
-	m.c.releaseLocked(m)
+	m.c.regs.Release(&m.Region)
 	return nil
 }
 
-// register adds a region on c; verb ("alloc", "register") names the call
-// in errors. The caller must not hold c.l.mu.
-func (c *Conn) register(b []byte, access rdma.Access, verb string) (rdma.MR, error) {
-	if !access.Valid() {
-		return nil, fmt.Errorf("loopback: %s %d bytes: access %v: %w", verb, len(b), access, rdma.ErrInvalid)
-	}
-	c.l.mu.Lock()
-	defer c.l.mu.Unlock()
-	if c.state == stateDead {
-		return nil, fmt.Errorf("loopback: %s %d bytes: %w", verb, len(b), c.err)
-	}
-	m := &mr{Region: memreg.Region{Owner: c, Buf: b}, c: c}
-	if _, err := c.n.stags.Add(&m.Region, access); err != nil {
-		return nil, fmt.Errorf("loopback: %s %d bytes: %w", verb, len(b), err)
-	}
-	c.mrs[m] = struct{}{}
-	return m, nil
-}
-
-// releaseLocked deregisters m; the caller holds c.l.mu.
-func (c *Conn) releaseLocked(m *mr) {
-	if c.n.stags.Remove(&m.Region) {
-		delete(c.mrs, m)
-	}
+// newDomain returns c's registrations.
+func (c *Conn) newDomain() memreg.Domain {
+	return memreg.NewDomain(memreg.DomainConfig{Name: "loopback", Table: c.n.stags, Mu: &c.l.mu,
+		Dead: func() error {
+			if c.state == stateDead {
+				return c.err
+			}
+			return nil
+		},
+		NewMR: func(b []byte) (rdma.MR, *memreg.Region) {
+			m := &mr{Region: memreg.Region{Owner: c, Buf: b}, c: c}
+			return m, &m.Region
+		}})
 }
 
 // Alloc returns size bytes of zeroed memory registered with access.
 func (c *Conn) Alloc(size int, access rdma.Access) (rdma.MR, error) {
-	if size < 0 {
-		return nil, fmt.Errorf("loopback: alloc %d bytes: %w", size, rdma.ErrInvalid)
-	}
-	return c.register(make([]byte, size), access, "alloc")
+	return c.regs.Alloc(size, access)
 }
 
 // Register registers b with access. Loopback memory does not move, so b is
 // used as it is.
 func (c *Conn) Register(b []byte, access rdma.Access) (rdma.MR, error) {
-	return c.register(b, access, "register")
+	return c.regs.Register(b, access)
 }
 
 // checkRemote checks a peer's access to length bytes at stag/to of c's

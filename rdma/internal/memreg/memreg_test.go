@@ -3,6 +3,7 @@ package memreg
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -169,3 +170,63 @@ func TestCheckSGL(t *testing.T) {
 		t.Fatal("RegionOf(nil)")
 	}
 }
+
+// TestDomain: a domain registers regions in its table under the owner's
+// lock, refuses a bad access or a dead owner, keeps a released region
+// released, and releases every region it holds at once.
+func TestDomain(t *testing.T) {
+	tab := NewTable(1, func(uint32) uint8 { return 0 })
+	var mu sync.Mutex
+	var dead error
+	var rs []*Region
+	d := NewDomain(DomainConfig{Name: "test", Table: tab, Mu: &mu,
+		Dead: func() error { return dead },
+		NewMR: func(b []byte) (rdma.MR, *Region) {
+			m := &testMR{Region{Owner: &mu, Buf: b}}
+			rs = append(rs, &m.Region)
+			return m, &m.Region
+		}})
+	for range 2 {
+		if _, err := d.Alloc(8, rdma.AccessRemoteWrite); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, err := d.Register(make([]byte, 4), rdma.AccessLocalWrite); err != nil || len(m.Bytes()) != 4 {
+		t.Fatal(m, err)
+	}
+	if _, err := d.Alloc(-1, rdma.AccessLocalWrite); !errors.Is(err, rdma.ErrInvalid) || !strings.HasPrefix(err.Error(), "test: alloc -1 bytes: ") {
+		t.Errorf("negative size: %v", err)
+	}
+	if _, err := d.Register(nil, 0xff); !errors.Is(err, rdma.ErrInvalid) || !strings.HasPrefix(err.Error(), "test: register 0 bytes: access") {
+		t.Errorf("bad access: %v", err)
+	}
+	dead = errors.New("ended")
+	if _, err := d.Alloc(8, rdma.AccessLocalWrite); !errors.Is(err, dead) {
+		t.Errorf("dead owner: %v", err)
+	}
+	if len(rs) != 3 || tab.Live() != 3 {
+		t.Fatalf("%d regions made, %d live; want 3", len(rs), tab.Live())
+	}
+	d.Invalidate(rs[0])
+	old := rs[0].STag()
+	if s, err := d.Reregister(rs[0], rdma.AccessRemoteRead); err != nil || s == old || !rs[0].Valid() || rs[0].Access() != rdma.AccessRemoteRead {
+		t.Errorf("reregister: %v %v, valid %v", s, err, rs[0].Valid())
+	}
+	d.Release(rs[1])
+	if _, err := d.Reregister(rs[1], rdma.AccessRemoteRead); !errors.Is(err, rdma.ErrInvalid) {
+		t.Errorf("reregister released: %v", err)
+	}
+	mu.Lock()
+	d.ReleaseAllLocked()
+	mu.Unlock()
+	if tab.Live() != 0 || !rs[2].Load().Released() {
+		t.Errorf("%d regions live after ReleaseAllLocked", tab.Live())
+	}
+}
+
+// testMR is an MR made by TestDomain's owner.
+type testMR struct{ Region }
+
+func (*testMR) Invalidate() error                         { return nil }
+func (*testMR) Reregister(rdma.Access) (rdma.STag, error) { return 0, nil }
+func (*testMR) Release() error                            { return nil }

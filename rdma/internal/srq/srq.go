@@ -47,7 +47,7 @@ type Queue struct {
 	used     int                      // posted and not polled
 	limit    int                      // armed limit; 0 when disarmed
 	attached int                      // connections attached and not closed
-	mrs      map[*MR]struct{}
+	regs     memreg.Domain            // the regions of Alloc
 }
 
 var _ rdma.SharedRecvQueue = (*Queue)(nil)
@@ -61,8 +61,18 @@ func New(cfg Config) *Queue {
 		done:  make(chan struct{}),
 		rq:    wq.NewRing[wq.RecvWR](cfg.Depth),
 		cq:    wq.NewRing[rdma.Completion](cfg.Depth),
-		mrs:   make(map[*MR]struct{}),
 	}
+	q.regs = memreg.NewDomain(memreg.DomainConfig{Name: cfg.Name + ": shared receive queue", Table: cfg.STags, Mu: &q.mu,
+		Dead: func() error {
+			if q.closed {
+				return rdma.ErrClosed
+			}
+			return nil
+		},
+		NewMR: func(b []byte) (rdma.MR, *memreg.Region) {
+			m := &MR{Region: memreg.Region{Owner: q, Buf: b}, q: q}
+			return m, &m.Region
+		}})
 	memreg.PresizeSGLs(q.rq.Buf, func(r *wq.RecvWR) *[]rdma.SGE { return &r.SGL })
 	return q
 }
@@ -157,20 +167,7 @@ func (q *Queue) checkLimitLocked() {
 
 // Alloc returns size bytes of local-write memory owned by q.
 func (q *Queue) Alloc(size int) (rdma.MR, error) {
-	if size < 0 {
-		return nil, q.errf("alloc %d bytes: %w", size, rdma.ErrInvalid)
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
-		return nil, q.errf("alloc %d bytes: %w", size, rdma.ErrClosed)
-	}
-	m := &MR{Region: memreg.Region{Owner: q, Buf: make([]byte, size)}, q: q}
-	if _, err := q.cfg.STags.Add(&m.Region, rdma.AccessLocalWrite); err != nil {
-		return nil, q.errf("alloc %d bytes: %w", size, err)
-	}
-	q.mrs[m] = struct{}{}
-	return m, nil
+	return q.regs.Alloc(size, rdma.AccessLocalWrite)
 }
 
 // PostRecv posts a receive.
@@ -308,9 +305,7 @@ func (q *Queue) Close() error {
 		*q.cq.Push() = rdma.Completion{ID: q.rq.Front().ID, Op: rdma.OpRecv, Status: rdma.StatusFlushed}
 		q.rq.Pop()
 	}
-	for m := range q.mrs {
-		q.releaseLocked(m)
-	}
+	q.regs.ReleaseAllLocked()
 	close(q.done)
 	wq.Signal(q.ready)
 	return nil
@@ -328,9 +323,7 @@ var _ rdma.MR = (*MR)(nil)
 // has not started to fill fails with StatusLocalProtection when one does,
 // ending that connection.
 func (m *MR) Invalidate() error {
-	m.q.mu.Lock()
-	defer m.q.mu.Unlock()
-	m.SetValid(false)
+	m.q.regs.Invalidate(&m.Region)
 	return nil
 }
 
@@ -341,28 +334,13 @@ func (m *MR) Reregister(access rdma.Access) (rdma.STag, error) {
 	if access != rdma.AccessLocalWrite {
 		return 0, m.q.errf("reregister stag %v: access %v, only local-write: %w", m.STag(), access, rdma.ErrInvalid)
 	}
-	m.q.mu.Lock()
-	defer m.q.mu.Unlock()
-	if s := m.Load(); s.Released() {
-		return 0, m.q.errf("reregister stag %v: region released: %w", s.STag(), rdma.ErrInvalid)
-	}
-	stag := m.q.cfg.STags.Rekey(&m.Region)
-	m.Set(stag, access, true, false)
-	return stag, nil
+	return m.q.regs.Reregister(&m.Region, access)
 }
 
 // Release deregisters the region. The memory is Go memory, which a
 // connection still placing into it keeps alive; its owner must not use
 // Bytes after Release.
 func (m *MR) Release() error {
-	m.q.mu.Lock()
-	defer m.q.mu.Unlock()
-	m.q.releaseLocked(m)
+	m.q.regs.Release(&m.Region)
 	return nil
-}
-
-func (q *Queue) releaseLocked(m *MR) {
-	if q.cfg.STags.Remove(&m.Region) {
-		delete(q.mrs, m)
-	}
 }
