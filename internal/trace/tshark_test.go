@@ -1,18 +1,16 @@
 package trace
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"github.com/go-rpcrdma/rpcrdma/internal/trace/tracetest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/capture"
+	"github.com/go-rpcrdma/rpcrdma/internal/trace/tracetest"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
 )
@@ -36,45 +34,21 @@ var tsharkFields = []string{
 	"rpc.xid", "rpc.msgtyp", "rpc.program", "rpc.procedure",
 }
 
-// tsharkFrames runs tshark with the options docs/tshark.md explains and
-// returns, per frame, each field's values (several when a frame holds
-// several FPDUs).
+// tsharkFrames runs tshark with the options docs/tshark.md explains
+// (capture.Fields) and returns, per frame, each field's values (several
+// when a frame holds several FPDUs).
 func tsharkFrames(t *testing.T, path string) map[int]map[string][]string {
 	t.Helper()
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark is not installed (apt-get install tshark): the comparison with an independent decoder did not run")
-	}
-	args := []string{"-n", "-2",
-		"--enable-heuristic", "iwarp_mpa_tcp", "--enable-heuristic", "rpcrdma_iwarp",
-		"-o", "tcp.try_heuristic_first:TRUE",
-		"-o", "iwarp_ddp_rdmap.reassemble_iwarp_rdma_send:FALSE",
-		"-r", path, "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,"}
-	for _, f := range tsharkFields {
-		args = append(args, "-e", f)
-	}
-	cmd := exec.Command(tshark, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("tshark: %v\n%s", err, stderr.Bytes())
-	}
 	frames := map[int]map[string][]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		cols := strings.Split(sc.Text(), "\t")
-		if len(cols) != len(tsharkFields) {
-			t.Fatalf("tshark line with %d columns: %q", len(cols), sc.Text())
-		}
-		n, err := strconv.Atoi(cols[0])
+	for _, row := range capture.Fields(t, path, tsharkFields...) {
+		n, err := strconv.Atoi(row["frame.number"])
 		if err != nil {
-			t.Fatalf("tshark frame number %q", cols[0])
+			t.Fatalf("tshark frame number %q", row["frame.number"])
 		}
 		m := map[string][]string{}
-		for i, c := range cols[1:] {
-			if c != "" {
-				m[tsharkFields[i+1]] = strings.Split(c, ",")
+		for _, f := range tsharkFields[1:] {
+			if v, ok := row[f]; ok {
+				m[f] = strings.Split(v, ",")
 			}
 		}
 		frames[n] = m
