@@ -3,8 +3,8 @@ package iwarp
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/capture"
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
 	"github.com/go-rpcrdma/rpcrdma/rdma/rdmatest"
@@ -41,59 +42,17 @@ func runTshark(t *testing.T, tshark, path string) []tsharkRecord {
 		t.Fatalf("tshark: %v: %s", err, stderr.Bytes())
 	}
 	var recs []tsharkRecord
-	var cur tsharkRecord
-	dir := ""
-	dec := xml.NewDecoder(bytes.NewReader(out))
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			break
-		}
-		el, ok := tok.(xml.StartElement)
-		if !ok {
-			continue
-		}
-		attr := func(n string) string {
-			for _, a := range el.Attr {
-				if a.Name.Local == n {
-					return a.Value
-				}
-			}
-			return ""
-		}
-		switch el.Name.Local {
-		case "packet":
-			cur, dir = nil, ""
-		case "proto":
-			switch attr("name") {
-			case "iwarp_mpa":
-				cur = tsharkRecord{"dir": dir}
-				recs = append(recs, cur)
-			case "iwarp_ddp_rdmap":
-			default:
-				cur = nil
-			}
-		case "field":
-			name, show := attr("name"), attr("show")
-			if name == "tcp.srcport" {
-				dir = "s2c"
-				if show == strconv.Itoa(pcapClientPort) {
-					dir = "c2s"
-				}
-			}
-			if cur == nil {
-				break
-			}
-			if _, dup := cur[name]; !dup {
-				cur[name] = show
-			}
-			if name == "iwarp_mpa.crc_check" {
-				sn := attr("showname")
-				if i, j := strings.LastIndex(sn, "("), strings.LastIndex(sn, ")"); i >= 0 && j > i {
-					cur["crc_verdict"] = sn[i+1 : j]
-				}
+	for _, r := range capture.MPARecords(out) {
+		dir := ""
+		if r.SrcPort != "" {
+			dir = "s2c"
+			if r.SrcPort == strconv.Itoa(pcapClientPort) {
+				dir = "c2s"
 			}
 		}
+		rec := tsharkRecord{"dir": dir}
+		maps.Copy(rec, r.Fields)
+		recs = append(recs, rec)
 	}
 	return recs
 }

@@ -2,7 +2,6 @@ package ddp
 
 import (
 	"bytes"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-rpcrdma/rpcrdma/internal/capture"
 	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/mpa"
 )
 
@@ -365,60 +365,8 @@ func tsharkRecords(tshark, path string) (map[int][]captureRecord, error) {
 		return nil, fmt.Errorf("tshark: %v: %s", err, stderr.Bytes())
 	}
 	recs := map[int][]captureRecord{}
-	dec := xml.NewDecoder(bytes.NewReader(out))
-	var frame int
-	var pkt []captureRecord
-	var cur captureRecord // the FPDU or frame being filled, nil outside MPA/DDP
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			break
-		}
-		switch el := tok.(type) {
-		case xml.StartElement:
-			attr := func(n string) string {
-				for _, a := range el.Attr {
-					if a.Name.Local == n {
-						return a.Value
-					}
-				}
-				return ""
-			}
-			switch el.Name.Local {
-			case "packet":
-				frame, pkt, cur = 0, nil, nil
-			case "proto":
-				switch attr("name") {
-				case "iwarp_mpa":
-					cur = captureRecord{}
-					pkt = append(pkt, cur)
-				case "iwarp_ddp_rdmap":
-				default:
-					cur = nil
-				}
-			case "field":
-				name, show := attr("name"), attr("show")
-				if name == "num" && frame == 0 {
-					frame, _ = strconv.Atoi(show)
-				}
-				if cur == nil {
-					break
-				}
-				if _, dup := cur[name]; !dup {
-					cur[name] = show
-				}
-				if name == "iwarp_mpa.crc_check" {
-					sn := attr("showname")
-					if i, j := strings.LastIndex(sn, "("), strings.LastIndex(sn, ")"); i >= 0 && j > i {
-						cur["crc_verdict"] = sn[i+1 : j]
-					}
-				}
-			}
-		case xml.EndElement:
-			if el.Name.Local == "packet" && len(pkt) > 0 {
-				recs[frame] = append(recs[frame], pkt...)
-			}
-		}
+	for _, r := range capture.MPARecords(out) {
+		recs[r.Frame] = append(recs[r.Frame], r.Fields)
 	}
 	return recs, nil
 }
