@@ -125,7 +125,12 @@ func restartWorkload(t *testing.T, name string, d time.Duration, srv restartServ
 	// mount forced off (umount -f fails the calls a hard mount would
 	// retry for ever) before the server's last stop.
 	defer srv.stop(t)
-	defer lab.Run(t, fmt.Sprintf("kill -9 $(cat %[1]s/*.pid) 2>/dev/null; umount -f -l %[2]s 2>/dev/null; rm -rf %[1]s", dir, mnt), lab.CmdTimeout)
+	defer func() {
+		out, _ := lab.Run(t, fmt.Sprintf("kill -9 $(cat %[1]s/*.pid) 2>/dev/null; umount -f -l %[2]s 2>/dev/null; tail -n 5 %[1]s/*.log; rm -rf %[1]s", dir, mnt), lab.CmdTimeout)
+		if t.Failed() {
+			t.Logf("the workers' last lines:\n%s", out)
+		}
+	}()
 	// A mount a failed run left behind is forced off first.
 	run(fmt.Sprintf("umount -f -l %[1]s 2>/dev/null; rm -rf %[2]s && mkdir -p %[1]s %[2]s && timeout 90 mount -t nfs -o %[3]s %[1]s", mnt, dir, opts), 90*time.Second)
 	onDevice := func() {
@@ -227,7 +232,7 @@ func lastLines(s string, n int) string {
 // client connects (lab.PeerAddr), MOUNT over TCP (lab.PeerMountAddr), for
 // a directory of t's. Each incarnation has a new LocalFS (so a new write
 // verifier), provider and listeners, and the same secret; it stops with
-// rpc.Server.Shutdown.
+// rpc.Server.Shutdown, as nfs serve does.
 func hostRestartServer(t *testing.T) restartServer {
 	h := &hostRestarts{dir: t.TempDir(), secret: []byte("a secret the restarted servers share")}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -268,12 +273,14 @@ type hostRestarts struct {
 
 	fsys     *LocalFS
 	p        *iwarp.Provider
+	l        *rpcrdma.Listener
 	nfsRPC   *rpc.Server
 	mountRPC *rpc.Server
-	served   chan error // each server's end
+	served   chan error // each server's end: the MOUNT server's and the RDMA accept loop's
 
 	mu     sync.Mutex
-	failed []string // calls answered other than NFS3_OK, or not at all
+	conns  []*rpcrdma.Conn // incarnation k's
+	failed []string        // calls answered other than NFS3_OK, or not at all
 }
 
 func (h *hostRestarts) observe(c CallDone) {
@@ -308,12 +315,43 @@ func (h *hostRestarts) start(t *testing.T) {
 	}
 	cfg := &rpcrdma.Config{}
 	cfg.Bounds.ArgLimit = srv.ArgLimit
-	l, err := rpcrdma.Listen(h.ctx, h.p, lab.PeerAddr, cfg)
-	if err != nil {
+	if h.l, err = rpcrdma.Listen(h.ctx, h.p, lab.PeerAddr, cfg); err != nil {
 		t.Fatalf("server %d: listening where the guest's NFS/RDMA client connects: %v", h.k, err)
 	}
 	h.nfsRPC = srv.NewRPCServer(false, nil)
-	go func(rs *rpc.Server) { h.served <- rpcrdma.Serve(h.ctx, l, rs) }(h.nfsRPC)
+	h.mu.Lock()
+	h.conns = nil
+	h.mu.Unlock()
+	// The connections are served one by one, as nfs serve does, so that
+	// stop can see their calls in flight.
+	go func(l *rpcrdma.Listener, rs *rpc.Server) {
+		for {
+			c, err := l.Accept(h.ctx)
+			if err != nil {
+				h.served <- err
+				return
+			}
+			h.mu.Lock()
+			h.conns = append(h.conns, c)
+			h.mu.Unlock()
+			go func() {
+				rs.Serve(c)
+				c.Close()
+			}()
+		}
+	}(h.l, h.nfsRPC)
+}
+
+// pending returns the calls incarnation h.k has received and not yet
+// answered.
+func (h *hostRestarts) pending() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.conns {
+		n += c.Stats().CallsPending
+	}
+	return n
 }
 
 // reached waits until incarnation h.k has answered a call.
@@ -325,26 +363,40 @@ func (h *hostRestarts) reached(t *testing.T) {
 	}
 }
 
-// stop stops incarnation h.k with Shutdown, which must drain it.
+// stop stops incarnation h.k as nfs serve does on SIGTERM: it closes the
+// listeners, then Shutdown lets the calls in flight finish and answers
+// them. It waits (for at most 10 s) for a moment when calls are in
+// flight, so that the drain has something to do.
 func (h *hostRestarts) stop(t *testing.T) {
+	inFlight := 0
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if inFlight = h.pending(); inFlight > 0 {
+			break
+		}
+	}
 	sctx, scancel := context.WithTimeout(context.Background(), restartDrain)
 	defer scancel()
 	began := time.Now()
+	h.l.Close()
 	for _, rs := range []*rpc.Server{h.nfsRPC, h.mountRPC} {
 		if err := rs.Shutdown(sctx); err != nil {
 			t.Errorf("server %d: the calls in flight did not finish within %v of Shutdown: %v", h.k, restartDrain, err)
 			rs.Close()
 		}
 	}
-	for range 2 {
-		if err := <-h.served; !errors.Is(err, rpc.ErrServerClosed) {
-			t.Errorf("server %d: serving ended with %v, want %v", h.k, err, rpc.ErrServerClosed)
-		}
+	if err := <-h.served; !errors.Is(err, rpc.ErrServerClosed) {
+		t.Errorf("server %d: MOUNT's serving ended with %v, want %v", h.k, err, rpc.ErrServerClosed)
+	}
+	if err := <-h.served; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("server %d: accepting RDMA connections ended with %v, want %v", h.k, err, net.ErrClosed)
 	}
 	h.fsys.Close()
 	st := h.nfsRPC.Stats()
-	t.Logf("server %d stopped in %v: %d calls answered, %d dropped while stopping, %d replies not sent",
-		h.k, time.Since(began).Round(time.Millisecond), st.Calls, st.Dropped, st.SendErrors)
+	t.Logf("server %d stopped in %v with %d calls in flight: %d calls answered, %d dropped while stopping, %d replies not sent",
+		h.k, time.Since(began).Round(time.Millisecond), inFlight, st.Calls, st.Dropped, st.SendErrors)
+	if n := h.pending(); n != 0 {
+		t.Errorf("server %d: %d calls still unanswered once stopped", h.k, n)
+	}
 	if st.SendErrors != 0 {
 		t.Errorf("server %d: %d replies not sent", h.k, st.SendErrors)
 	}
@@ -376,8 +428,11 @@ func guestRestartServer(t *testing.T) restartServer {
 	bin := lab.BuildBinary(t, "../cmd/rpcrdma", []string{"verbs"})
 	driver := shareScript(t, "restart-server.sh")
 	dir := "/tmp/restart-srv-rxe"
-	serve := fmt.Sprintf("%[1]s nfs serve --provider verbs --device rxe0 --rdma %[2]s:%[3]s --tcp %[2]s:%[4]s --secret-file key --shutdown-timeout %[5]v --export /export export",
-		bin, lab.GuestRxeIP, restartRDMAPort, restartTCPPort, restartDrain)
+	// The server runs from a copy in the guest's tmpfs: the workers drop
+	// the page cache, and reading the binary again from the share at
+	// each start took half a minute under TCG.
+	serve := fmt.Sprintf("%[1]s/rpcrdma nfs serve --provider verbs --device rxe0 --rdma %[2]s:%[3]s --tcp %[2]s:%[4]s --secret-file key --shutdown-timeout %[5]v --export /export export",
+		dir, lab.GuestRxeIP, restartRDMAPort, restartTCPPort, restartDrain)
 	run := func(t *testing.T, cmd string, timeout time.Duration) string {
 		t.Helper()
 		out, rc := lab.Run(t, cmd, timeout+30*time.Second)
@@ -397,9 +452,9 @@ func guestRestartServer(t *testing.T) restartServer {
 	start := func(t *testing.T) {
 		// The server runs in a session of its own with the command
 		// channel (fd 3) closed, appending to its log.
-		run(t, fmt.Sprintf("rm -rf %[1]s && mkdir -p %[1]s/export && cd %[1]s && (setsid %[2]s >>server.log 2>&1 </dev/null 3>&- & echo $! >pid) && "+
+		run(t, fmt.Sprintf("rm -rf %[1]s && mkdir -p %[1]s/export && cp %[3]s %[1]s/rpcrdma && cd %[1]s && (setsid %[2]s >>server.log 2>&1 </dev/null 3>&- & echo $! >pid) && "+
 			"for i in $(seq 600); do grep -q 'nfs: serving' server.log && break; kill -0 $(cat pid) || break; sleep 0.1; done; "+
-			"cat server.log; grep -q 'nfs: serving' server.log", dir, serve), 90*time.Second)
+			"cat server.log; grep -q 'nfs: serving' server.log", dir, serve, bin), 90*time.Second)
 		running = true
 	}
 	restart := func(t *testing.T, d time.Duration, stop string) {

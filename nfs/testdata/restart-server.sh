@@ -72,10 +72,11 @@ while [ "$k" -lt "$n" ]; do
 	echo "server $k stopped in $(($(date +%s) - t0)) s: $(grep msg=stopped $log | tail -n 1)"
 	sleep 2
 	k=$((k + 1))
+	t0=$(date +%s)
 	setsid "$@" >>$log 2>&1 </dev/null &
 	echo $! >pid
 	running $((k + 1)) || fail "server $k did not start"
-	echo "restart $k done, $(($(date +%s) - begin)) s in"
+	echo "restart $k done, $(($(date +%s) - begin)) s in; server $k started in $(($(date +%s) - t0)) s"
 done
 reached || fail "the client did not connect to server $k within two minutes"
 while [ "$(date +%s)" -lt $((begin + secs)) ]; do sleep 1; done
