@@ -294,7 +294,7 @@ func raiseFileLimit(b *testing.B, need uint64) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		b.Skipf("raising the open file limit: %v", err)
 	}
-	if lim.Cur < need {
+	if uint64(lim.Cur) < need { // int64 on FreeBSD
 		b.Skipf("the open file limit is %d; %d connections need %d (ulimit -Hn)", lim.Cur, need-200, need)
 	}
 }
