@@ -230,7 +230,14 @@ func (c *Conn) start() {
 	deferred := c.deferred
 	c.deferred = nil
 	for i := range deferred {
-		if err := c.postSendLocked(&deferred[i]); err != nil {
+		// Check again: a region may have been released or invalidated
+		// since Prepare; this also fills c.sge.
+		wr := &deferred[i]
+		n, err := c.checkSGL(wr.Local, 0, len(wr.Local), wr.Op == rdma.OpRead)
+		if err == nil {
+			err = c.postSendLocked(wr, n)
+		}
+		if err != nil {
 			c.endLocked(fmt.Errorf("verbs: post deferred %v: %v: %w", deferred[i].Op, err, rdma.ErrConnectionLost))
 			for _, wr := range deferred[i:] {
 				c.seq++
@@ -246,12 +253,15 @@ func (c *Conn) start() {
 }
 
 // awaitChannel parks the calling Wait, which holds c.leader, on the
-// completion channel through the poller until it has events, and takes
-// every pending one (awaitCQ), which re-arms the CQ: the caller then
-// polls the CQ. It returns early, having taken nothing, when the
-// connection is being closed or a kick arrives: the connection ended
-// (endLocked), Close (destroy), or ctx is done.
-func (c *Conn) awaitChannel(ctx context.Context) {
+// completion channel through the poller until completions arrive, and
+// reports whether it collected any into ready. Each look, the one before
+// it sleeps and each after a wake-up, is one cgo call, shim_cq_wake: it
+// takes the channel's events, re-arms the CQ and polls it. A wake-up that
+// finds nothing on the CQ (its completions taken by a Poll meanwhile)
+// sleeps again. It returns early, with false, when the connection is
+// being closed or a kick arrives: the connection ended (endLocked), Close
+// (destroy), or ctx is done; the caller then polls the CQ itself.
+func (c *Conn) awaitChannel(ctx context.Context) bool {
 	// Clear a kick left from before, then look at what it said: a kick
 	// from now on interrupts the wait, so none is lost in between. The
 	// connection's end is among what it said: endLocked sets c.err and
@@ -267,17 +277,35 @@ func (c *Conn) awaitChannel(ctx context.Context) {
 	ended := c.err != nil && c.sqOut == 0 && c.rqOut == 0
 	c.mu.Unlock()
 	if leaving || ended || ctx.Err() != nil || len(c.intr) > 0 {
-		return
+		return false
 	}
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, c.kick)
 		defer stop()
 	}
-	if _, err := awaitCQ(c.ccRaw, c.cc, c.cq); err != nil {
+	var got bool
+	var err error
+	rerr := c.ccRaw.Read(func(uintptr) bool {
+		c.cqMu.Lock()
+		n := int(C.shim_cq_wake(c.cc, c.cq, pollBatch, c.wcs))
+		if n > 0 {
+			c.takeLocked(n)
+			c.signalLocked()
+		}
+		c.cqMu.Unlock()
+		if n < 0 {
+			err = errnoErr(C.int(n))
+			return true
+		}
+		got = n > 0
+		return got
+	})
+	if err != nil {
 		c.mu.Lock()
 		c.endLocked(fmt.Errorf("verbs: completion channel: %v: %w", err, rdma.ErrConnectionLost))
 		c.mu.Unlock()
 	}
+	return got && rerr == nil
 }
 
 // kick interrupts the Wait parked on the completion channel, if any.
@@ -297,9 +325,9 @@ func (c *Conn) kickLocked() {
 // awaitCQ blocks, through Go's poller, until the completion channel cc
 // has events, and takes every pending one: shim_cq_events acknowledges
 // them and re-arms cq. It reports closed once a deadline has interrupted
-// it, and otherwise the channel's own error, if it failed. A connection's
-// leading Wait (awaitChannel) and a shared receive queue's completion
-// goroutine wait here.
+// it, and otherwise the channel's own error, if it failed. A shared
+// receive queue's completion goroutine waits here; a connection's leading
+// Wait polls in the same call (awaitChannel).
 func awaitCQ(rc syscall.RawConn, cc *C.struct_ibv_comp_channel, cq *C.struct_ibv_cq) (closed bool, err error) {
 	rerr := rc.Read(func(uintptr) bool {
 		n := C.shim_cq_events(cc, cq)
@@ -354,12 +382,7 @@ func (c *Conn) collectLocked() {
 		if n <= 0 {
 			break
 		}
-		wcs := unsafe.Slice(c.wcs, n)
-		c.mu.Lock()
-		for i := range wcs {
-			c.completionLocked(&wcs[i])
-		}
-		c.mu.Unlock()
+		c.takeLocked(n)
 		grew = true
 		if n < pollBatch {
 			break
@@ -368,6 +391,17 @@ func (c *Conn) collectLocked() {
 	if grew {
 		c.signalLocked()
 	}
+}
+
+// takeLocked records the first n work completions in c.wcs. The caller
+// holds cqMu.
+func (c *Conn) takeLocked(n int) {
+	wcs := unsafe.Slice(c.wcs, n)
+	c.mu.Lock()
+	for i := range wcs {
+		c.completionLocked(&wcs[i])
+	}
+	c.mu.Unlock()
 }
 
 // signalLocked wakes every Wait. The caller holds cqMu.
@@ -582,6 +616,9 @@ func (c *Conn) checkSGL(sgl []rdma.SGE, need rdma.Access, maxSGE int, read bool)
 	if len(sgl) > maxSGE {
 		return 0, fmt.Errorf("%d SGEs, more than %d: %w", len(sgl), maxSGE, rdma.ErrInvalid)
 	}
+	// c.sge is C memory of at least maxSGE entries, filled from Go: a
+	// cgo call per SGE would cost more than the post.
+	sges := unsafe.Slice(c.sge, len(sgl))
 	total := 0
 	for i, e := range sgl {
 		m, ok := e.MR.(*mr)
@@ -605,7 +642,8 @@ func (c *Conn) checkSGL(sgl []rdma.SGE, need rdma.Access, maxSGE int, read bool)
 			}
 			lkey = k
 		}
-		C.shim_sge(c.sge, C.int(i), C.uint64_t(m.addr+uint64(e.Offset)), C.uint32_t(e.Length), lkey)
+		s := &sges[i]
+		s.addr, s.length, s.lkey = C.uint64_t(m.addr+uint64(e.Offset)), C.uint32_t(e.Length), lkey
 		total += e.Length
 	}
 	return total, nil
@@ -675,7 +713,7 @@ func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
 		}
 		return nil
 	}
-	if err := c.postSendLocked(wr); err != nil {
+	if err := c.postSendLocked(wr, n); err != nil {
 		return err
 	}
 	c.sqOut++
@@ -685,11 +723,9 @@ func (c *Conn) PostSend(wr *rdma.WorkRequest) error {
 	return nil
 }
 
-// postSendLocked posts a checked work request. The caller holds mu.
-func (c *Conn) postSendLocked(wr *rdma.WorkRequest) error {
-	if _, err := c.checkSGL(wr.Local, 0, len(wr.Local), wr.Op == rdma.OpRead); err != nil { // refill c.sge
-		return err
-	}
+// postSendLocked posts a work request of length bytes whose SGL checkSGL
+// has just checked and put in c.sge. The caller holds mu.
+func (c *Conn) postSendLocked(wr *rdma.WorkRequest, length int) error {
 	var opcode, flags C.int
 	switch wr.Op {
 	case rdma.OpSend, rdma.OpSendSE:
@@ -710,19 +746,19 @@ func (c *Conn) postSendLocked(wr *rdma.WorkRequest) error {
 	if rc < 0 {
 		return fmt.Errorf("verbs: post %v %d: ibv_post_send: %v: %w", wr.Op, wr.ID, errnoErr(rc), rdma.ErrInvalid)
 	}
-	length := 0
-	for _, e := range wr.Local {
-		length += e.Length
-	}
 	c.sq = append(c.sq, pending{seq: c.seq, id: wr.ID, op: wr.Op, length: length})
 	return nil
 }
 
 // Poll copies up to len(cs) completions into cs.
-func (c *Conn) Poll(cs []rdma.Completion) int {
+func (c *Conn) Poll(cs []rdma.Completion) int { return c.poll(cs, true) }
+
+// poll is Poll; with collect false it returns only the completions
+// already collected, without a look at the CQ (a cgo call).
+func (c *Conn) poll(cs []rdma.Completion, collect bool) int {
 	c.cqMu.Lock()
 	defer c.cqMu.Unlock()
-	if len(c.ready) < len(cs) {
+	if collect && len(c.ready) < len(cs) {
 		c.collectLocked()
 	}
 	n := copy(cs, c.ready)
@@ -751,17 +787,29 @@ func (c *Conn) Poll(cs []rdma.Completion) int {
 // sleeps on the completion channel itself, or, while another Wait does,
 // until that one has taken what arrived. With nothing to return it
 // returns (0, nil) after InterruptWait (direct.go).
+//
+// Sleeping on the channel, it looks at the CQ only where it may find
+// something: once before it sleeps and once per wake-up, each with the
+// channel's events in one cgo call (awaitChannel); what that collects,
+// it returns without looking again. It polls the CQ itself when it is
+// about to return with nothing (ctx done, an interrupt), after a sleep
+// that collected nothing, and before it waits for another Wait, as every
+// busy-poll round does.
 func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 	spin, forever := c.p.opts.BusyPoll > 0, c.p.opts.BusyPoll < 0
 	var spinEnd time.Time
 	if spin {
 		spinEnd = time.Now().Add(c.p.opts.BusyPoll)
 	}
+	// Whether to poll the CQ at the top of the loop. While sleeping on
+	// the channel, not: a leader's first look polls it anyway, and a
+	// follower polls before it waits.
+	collect := spin || forever
 	for {
 		c.cqMu.Lock()
 		wake := c.wake
 		c.cqMu.Unlock()
-		if n := c.Poll(cs); n > 0 {
+		if n := c.poll(cs, collect); n > 0 {
 			return n, nil
 		}
 		c.mu.Lock()
@@ -769,6 +817,11 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 		c.mu.Unlock()
 		if err != nil && idle {
 			return 0, err
+		}
+		if !collect && (ctx.Err() != nil || len(c.intr) > 0) {
+			if n := c.Poll(cs); n > 0 {
+				return n, nil
+			}
 		}
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
@@ -784,7 +837,7 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 			continue
 		}
 		if !closed && c.leader.TryLock() {
-			c.awaitChannel(ctx)
+			collect = !c.awaitChannel(ctx)
 			c.leader.Unlock()
 			if c.followers.Load() > 0 {
 				// One of them leads next, if the completions
@@ -797,6 +850,12 @@ func (c *Conn) Wait(ctx context.Context, cs []rdma.Completion) (int, error) {
 		}
 		// A leader waits (or Close has destroyed the channel): it wakes
 		// us once it has taken what arrived, or when it stops leading.
+		if !collect {
+			if n := c.Poll(cs); n > 0 {
+				return n, nil
+			}
+		}
+		collect = spin || forever
 		c.followers.Add(1)
 		select {
 		case <-wake:

@@ -250,12 +250,6 @@ static inline int shim_post_recv(struct ibv_qp *qp, uint64_t wr_id, struct ibv_s
 	return ibv_post_recv(qp, &wr, &bad) ? -errno : 0;
 }
 
-static inline void shim_sge(struct ibv_sge *s, int i, uint64_t addr, uint32_t length, uint32_t lkey) {
-	s[i].addr = addr;
-	s[i].length = length;
-	s[i].lkey = lkey;
-}
-
 // shim_wc is the part of struct ibv_wc the provider reads.
 struct shim_wc {
 	uint64_t wr_id;
@@ -313,6 +307,26 @@ static inline int shim_cq_events(struct ibv_comp_channel *ch, struct ibv_cq *cq)
 			return -errno;
 	}
 	return n;
+}
+
+// shim_cq_wake is what the Wait parked on a connection's completion
+// channel does each time it looks, in one call: it takes every pending
+// event from ch and re-arms cq if there were any (shim_cq_events), then
+// polls up to n completions into out. The poll comes after the re-arm, so
+// a completion that arrives in between is either polled here or raises a
+// new event: once this returns 0 the caller may sleep on the channel.
+// With no event pending cq is still armed (only this function and
+// shim_cq_events take its events, and both re-arm), so the poll is the
+// look before sleeping that the poller needs, its readiness having been
+// reset when the wait began. It returns how many completions it polled
+// (a failed poll counts as none, as for shim_poll's callers), or -errno
+// for a failure of the channel or of the re-arm.
+static inline int shim_cq_wake(struct ibv_comp_channel *ch, struct ibv_cq *cq, int n, struct shim_wc *out) {
+	int ev = shim_cq_events(ch, cq);
+	if (ev < 0)
+		return ev;
+	int k = shim_poll(cq, n, out);
+	return k < 0 ? 0 : k;
 }
 
 static inline int shim_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access, struct ibv_mr **out) {
