@@ -92,7 +92,8 @@
 // Both file descriptors are made non-blocking and waited on through Go's
 // runtime poller, like sockets; a wake-up drains every event until EAGAIN
 // (the poller is edge-triggered), acknowledges them and re-arms the
-// completion queue before polling it. No OS thread is blocked per
+// completion queue before polling it, all in one cgo call for the
+// completion channel. No OS thread is blocked per
 // connection. The completion channel is waited on by the goroutine that
 // calls Wait and finds nothing to return: it parks on the poller itself,
 // so the poller wakes the goroutine that wants the completion rather than
