@@ -244,11 +244,20 @@ func NewClient(t Transport) *Client {
 }
 
 func newClient() *Client {
-	return &Client{
+	c := &Client{
 		xid:   rand.Uint32(),
 		dead:  make(chan struct{}),
 		ready: make(chan struct{}),
 	}
+	c.calls.New = newPendingCall
+	return c
+}
+
+// newPendingCall returns a new *pendingCall, for the pool of a Client.
+func newPendingCall() any {
+	pc := &pendingCall{done: make(chan callResult, 1)}
+	pc.arrived = func() bool { return pc.state.Load() == outcomeHeld || len(pc.done) > 0 }
+	return pc
 }
 
 // start makes l the current link and starts receiving from it. It
@@ -292,7 +301,9 @@ func (c *Client) Call(ctx context.Context, req *Request) (Reply, error) {
 }
 
 // call is Call; with scratch, the reply goes in the call's own scratch
-// buffer instead of req.ReplyBuf (Null, which drops the results).
+// buffer instead of req.ReplyBuf (Null, which drops the results). It
+// sends the call, again on each new link of a DialClient Client, until
+// its outcome comes or the call is given up.
 func (c *Client) call(ctx context.Context, req *Request, scratch bool) (Reply, error) {
 	if len(req.Cred.Body) > MaxAuthBytes || len(req.Verf.Body) > MaxAuthBytes {
 		return Reply{}, errors.New("rpc: credential or verifier body over 400 bytes")
@@ -301,21 +312,7 @@ func (c *Client) call(ctx context.Context, req *Request, scratch bool) (Reply, e
 		return Reply{}, err
 	}
 	pc := c.spare.Get(&c.calls)
-	if pc.done == nil {
-		pc.done = make(chan callResult, 1)
-		pc.arrived = func() bool { return pc.state.Load() == outcomeHeld || len(pc.done) > 0 }
-	}
-	defer func() {
-		pc.msg = Msg{}
-		pc.on = nil
-		pc.state.Store(outcomeNone)
-		pc.res = callResult{}
-		clear(pc.items) // drop the references to the caller's memory
-		if cap(pc.buf) > 64<<10 {
-			pc.buf = nil // do not hold on to a large long call
-		}
-		c.spare.Put(pc, &c.calls)
-	}()
+	defer c.putCall(pc)
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -329,35 +326,11 @@ func (c *Client) call(ctx context.Context, req *Request, scratch bool) (Reply, e
 	pc.on = l
 	c.mu.Unlock()
 
-	h := CallHeader{
-		XID: xid, RPCVers: RPCVersion,
-		Prog: req.Prog, Vers: req.Vers, Proc: req.Proc,
-		Cred: req.Cred, Verf: req.Verf,
-	}
-	id := h.ID()
+	id := pc.encode(xid, req, scratch)
 	m := &pc.msg
-	*m = Msg{ResultBufs: req.ResultBufs, MaxReply: req.MaxReply, ReplyBuf: req.ReplyBuf}
-	if scratch {
-		if pc.scratch == nil {
-			pc.scratch = new([nullReplySize]byte)
-		}
-		m.ReplyBuf = pc.scratch[:0]
-	}
-	hlen := h.EncodedLen()
-	m.XDR = h.Append(pc.buf[:0])
-	m.XDR = append(m.XDR, req.Args.XDR...)
-	pc.buf = m.XDR
-	if len(req.Args.Items) > 0 {
-		m.Items = pc.items[:0]
-		for _, it := range req.Args.Items {
-			m.Items = append(m.Items, DDPItem{Offset: it.Offset + hlen, Data: it.Data})
-		}
-		pc.items = m.Items
-	}
-
+	var err error
 	for sends := 0; ; sends++ {
 		if l == nil {
-			var err error
 			if l, err = c.link(ctx, xid, pc); err != nil {
 				return c.giveUp(ctx, xid, pc, id, err)
 			}
@@ -365,7 +338,6 @@ func (c *Client) call(ctx context.Context, req *Request, scratch bool) (Reply, e
 		if sends > 0 {
 			c.stats.retransmits.Add(1)
 		}
-		var err error
 		short := false
 		if l.direct != nil {
 			short, err = l.direct.SendDeliver(ctx, m, pc.arrived)
@@ -373,32 +345,12 @@ func (c *Client) call(ctx context.Context, req *Request, scratch bool) (Reply, e
 			err = l.t.Send(ctx, m)
 		}
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				// The link failed under the Send: make sure its
-				// receiving side hears (a stream's reader may be
-				// parked).
-				l.t.Close()
+			again, r, err := c.sendFailed(ctx, l, xid, pc, id, err)
+			if !again {
+				return r, err
 			}
-			if ctx.Err() == nil && c.re != nil && errors.Is(err, net.ErrClosed) {
-				// Wait for the next link.
-				if !c.waitLost(ctx, l) {
-					return c.giveUp(ctx, xid, pc, id, ctx.Err())
-				}
-				l = nil
-				continue
-			}
-			if !c.forget(xid) {
-				// A connection error (or, for a call sent before, its
-				// reply) completed the call meanwhile.
-				return c.finish(id, pc.wait())
-			}
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return Reply{}, ctxErr
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return Reply{}, connError(err)
-			}
-			return Reply{}, err
+			l = nil
+			continue
 		}
 
 		if short {
@@ -423,6 +375,84 @@ func (c *Client) call(ctx context.Context, req *Request, scratch bool) (Reply, e
 			l = nil
 		}
 	}
+}
+
+// putCall gives pc back to c's pool once its call has returned.
+func (c *Client) putCall(pc *pendingCall) {
+	pc.msg = Msg{}
+	pc.on = nil
+	pc.state.Store(outcomeNone)
+	pc.res = callResult{}
+	clear(pc.items) // drop the references to the caller's memory
+	if cap(pc.buf) > 64<<10 {
+		pc.buf = nil // do not hold on to a large long call
+	}
+	c.spare.Put(pc, &c.calls)
+}
+
+// encode builds the call message for req with xid in pc.msg, in pc's
+// buffers, and returns the call's identity for errors.
+func (pc *pendingCall) encode(xid uint32, req *Request, scratch bool) CallID {
+	h := CallHeader{
+		XID: xid, RPCVers: RPCVersion,
+		Prog: req.Prog, Vers: req.Vers, Proc: req.Proc,
+		Cred: req.Cred, Verf: req.Verf,
+	}
+	m := &pc.msg
+	*m = Msg{ResultBufs: req.ResultBufs, MaxReply: req.MaxReply, ReplyBuf: req.ReplyBuf}
+	if scratch {
+		if pc.scratch == nil {
+			pc.scratch = new([nullReplySize]byte)
+		}
+		m.ReplyBuf = pc.scratch[:0]
+	}
+	hlen := h.EncodedLen()
+	m.XDR = h.Append(pc.buf[:0])
+	m.XDR = append(m.XDR, req.Args.XDR...)
+	pc.buf = m.XDR
+	if len(req.Args.Items) > 0 {
+		m.Items = pc.items[:0]
+		for _, it := range req.Args.Items {
+			m.Items = append(m.Items, DDPItem{Offset: it.Offset + hlen, Data: it.Data})
+		}
+		pc.items = m.Items
+	}
+	return h.ID()
+}
+
+// sendFailed handles a call whose Send on l failed with err. It reports
+// again when the call is to be sent on the next link (a DialClient Client
+// whose link closed, once the Client has stopped using l); otherwise it
+// returns the call's outcome: the reply or error that completed it
+// meanwhile, ctx's error, a *ConnError, or err.
+func (c *Client) sendFailed(ctx context.Context, l *link, xid uint32, pc *pendingCall, id CallID, err error) (again bool, r Reply, _ error) {
+	closed := errors.Is(err, net.ErrClosed)
+	if closed {
+		// The link failed under the Send: make sure its receiving
+		// side hears (a stream's reader may be parked).
+		l.t.Close()
+	}
+	if ctx.Err() == nil && c.re != nil && closed {
+		// Wait for the next link.
+		if !c.waitLost(ctx, l) {
+			r, err = c.giveUp(ctx, xid, pc, id, ctx.Err())
+			return false, r, err
+		}
+		return true, Reply{}, nil
+	}
+	if !c.forget(xid) {
+		// A connection error (or, for a call sent before, its reply)
+		// completed the call meanwhile.
+		r, err = c.finish(id, pc.wait())
+		return false, r, err
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return false, Reply{}, ctxErr
+	}
+	if closed {
+		return false, Reply{}, connError(err)
+	}
+	return false, Reply{}, err
 }
 
 // link returns the link to send pc on, waiting for one while the Client
