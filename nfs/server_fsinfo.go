@@ -14,12 +14,9 @@ func (s *Server) fsstat(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 	}
 	var r nfs3.FsstatRes
 	r.Status = func() nfs3.Stat {
-		o, ino, st := s.open(ctx, c, a.FH)
+		o, ino, st := s.openPostOp(ctx, c, a.FH, &r.Attr)
 		if st != nfs3.OK {
 			return st
-		}
-		if r.Attr = o.postOp(ino); !r.Attr.Present {
-			return o.attrErr(ino)
 		}
 		fs, err := o.ex.FS.Statfs(o.ctx)
 		if err != nil {
@@ -30,6 +27,19 @@ func (s *Server) fsstat(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		return nfs3.OK
 	}()
 	return reply(nfs3.ProcFsstat, 0, &r)
+}
+
+// openPostOp is open for FSSTAT, FSINFO and PATHCONF, whose results carry
+// the object's attributes (into attr) and which fail without them.
+func (s *Server) openPostOp(ctx context.Context, c *rpc.Call, fh nfs3.FileHandle, attr *nfs3.PostOpAttr) (op, uint64, nfs3.Stat) {
+	o, ino, st := s.open(ctx, c, fh)
+	if st != nfs3.OK {
+		return o, ino, st
+	}
+	if *attr = o.postOp(ino); !attr.Present {
+		return o, ino, o.attrErr(ino)
+	}
+	return o, ino, nfs3.OK
 }
 
 // attrErr returns why ino has no attributes.
@@ -47,22 +57,14 @@ func (s *Server) fsinfo(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		return rpc.Body{}, err
 	}
 	var r nfs3.FsinfoRes
-	r.Status = func() nfs3.Stat {
-		o, ino, st := s.open(ctx, c, a.FH)
-		if st != nfs3.OK {
-			return st
-		}
-		if r.Attr = o.postOp(ino); !r.Attr.Present {
-			return o.attrErr(ino)
-		}
+	if _, _, r.Status = s.openPostOp(ctx, c, a.FH, &r.Attr); r.Status == nfs3.OK {
 		r.RTMax, r.RTPref, r.RTMult = s.maxIO, s.maxIO, 4096
 		r.WTMax, r.WTPref, r.WTMult = s.maxIO, s.maxIO, 4096
 		r.DTPref = 64 << 10
 		r.MaxFileSize = 1<<63 - 1
 		r.TimeDelta = nfs3.Time{Nseconds: 1}
 		r.Properties = nfs3.FSFLink | nfs3.FSFSymlink | nfs3.FSFHomogeneous | nfs3.FSFCanSetTime
-		return nfs3.OK
-	}()
+	}
 	return reply(nfs3.ProcFsinfo, 0, &r)
 }
 
@@ -72,17 +74,9 @@ func (s *Server) pathconf(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		return rpc.Body{}, err
 	}
 	var r nfs3.PathconfRes
-	r.Status = func() nfs3.Stat {
-		o, ino, st := s.open(ctx, c, a.FH)
-		if st != nfs3.OK {
-			return st
-		}
-		if r.Attr = o.postOp(ino); !r.Attr.Present {
-			return o.attrErr(ino)
-		}
+	if _, _, r.Status = s.openPostOp(ctx, c, a.FH, &r.Attr); r.Status == nfs3.OK {
 		r.LinkMax, r.NameMax = 32000, 255
 		r.NoTrunc, r.ChownRestricted, r.CasePreserving = true, true, true
-		return nfs3.OK
-	}()
+	}
 	return reply(nfs3.ProcPathconf, 0, &r)
 }

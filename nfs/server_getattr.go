@@ -13,11 +13,7 @@ func (s *Server) getattr(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		return rpc.Body{}, err
 	}
 	var r nfs3.GetattrRes
-	o, ino, st := s.open(ctx, c, a.FH)
-	if st == nfs3.OK {
-		r.Attr, st = o.attr(ino)
-	}
-	r.Status = st
+	_, _, r.Attr, r.Status = s.openAttr(ctx, c, a.FH)
 	return reply(nfs3.ProcGetattr, 0, &r)
 }
 
@@ -28,11 +24,7 @@ func (s *Server) setattr(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 	}
 	var r nfs3.WccRes
 	r.Status = func() nfs3.Stat {
-		o, ino, st := s.open(ctx, c, a.FH)
-		if st != nfs3.OK {
-			return st
-		}
-		before, st := o.attr(ino)
+		o, ino, before, st := s.openAttr(ctx, c, a.FH)
 		if st != nfs3.OK {
 			return st
 		}
@@ -100,13 +92,10 @@ func (s *Server) access(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		return rpc.Body{}, err
 	}
 	var r nfs3.AccessRes
-	o, ino, st := s.open(ctx, c, a.FH)
+	o, _, at, st := s.openAttr(ctx, c, a.FH)
 	if st == nfs3.OK {
-		var at nfs3.Attr
-		if at, st = o.attr(ino); st == nfs3.OK {
-			r.Attr = nfs3.PostOpAttr{Present: true, Attr: at}
-			r.Access = access(&at, &o.cr, a.Access, o.ex.ReadOnly)
-		}
+		r.Attr = nfs3.PostOpAttr{Present: true, Attr: at}
+		r.Access = access(&at, &o.cr, a.Access, o.ex.ReadOnly)
 	}
 	r.Status = st
 	return reply(nfs3.ProcAccess, 0, &r)

@@ -27,11 +27,7 @@ func (s *Server) read(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 	}
 	c.AfterReply = st.done // the reply points into st
 	r.Status = func() nfs3.Stat {
-		o, ino, stat := s.open(ctx, c, a.FH)
-		if stat != nfs3.OK {
-			return stat
-		}
-		at, stat := o.attr(ino)
+		o, ino, at, stat := s.openAttr(ctx, c, a.FH)
 		if stat != nfs3.OK {
 			return stat
 		}
@@ -71,11 +67,7 @@ func (s *Server) write(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 	}
 	c.AfterReply = ws.done // the reply is ws.xdr
 	r.Status = func() nfs3.Stat {
-		o, ino, st := s.open(ctx, c, a.FH)
-		if st != nfs3.OK {
-			return st
-		}
-		before, st := o.attr(ino)
+		o, ino, before, st := s.openAttr(ctx, c, a.FH)
 		if st != nfs3.OK {
 			return st
 		}
@@ -112,11 +104,7 @@ func (s *Server) commit(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 	}
 	var r nfs3.CommitRes
 	r.Status = func() nfs3.Stat {
-		o, ino, st := s.open(ctx, c, a.FH)
-		if st != nfs3.OK {
-			return st
-		}
-		before, st := o.attr(ino)
+		o, ino, before, st := s.openAttr(ctx, c, a.FH)
 		if st != nfs3.OK {
 			return st
 		}

@@ -49,11 +49,7 @@ func (s *Server) readlink(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 	}
 	var r nfs3.ReadlinkRes
 	r.Status = func() nfs3.Stat {
-		o, ino, st := s.open(ctx, c, a.FH)
-		if st != nfs3.OK {
-			return st
-		}
-		at, st := o.attr(ino)
+		o, ino, at, st := s.openAttr(ctx, c, a.FH)
 		if st != nfs3.OK {
 			return st
 		}

@@ -42,6 +42,18 @@ func (s *Server) open(ctx context.Context, c *rpc.Call, fh nfs3.FileHandle) (op,
 	return op{s: s, ctx: ctx, ex: ex, cr: ex.cred(c), call: c}, ino, nfs3.OK
 }
 
+// openAttr is open followed by the attributes of the inode fh names, which
+// most procedures check first, and those that change it report as the
+// wcc_data's before.
+func (s *Server) openAttr(ctx context.Context, c *rpc.Call, fh nfs3.FileHandle) (op, uint64, nfs3.Attr, nfs3.Stat) {
+	o, ino, st := s.open(ctx, c, fh)
+	if st != nfs3.OK {
+		return o, ino, nfs3.Attr{}, st
+	}
+	at, st := o.attr(ino)
+	return o, ino, at, st
+}
+
 // withCred makes the caller's identity visible to the FS (CredFrom), for
 // the calls that create files; the others do without the allocation.
 func (o *op) withCred() {

@@ -69,12 +69,9 @@ func (s *Server) rename(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		if st != nfs3.OK {
 			return st
 		}
-		ex2, to, st := s.resolve(a.To.Dir)
+		to, st := o.sameExport(a.To.Dir)
 		if st != nfs3.OK {
 			return st
-		}
-		if ex2 != o.ex {
-			return nfs3.ErrXDev
 		}
 		fb, st := o.dirFor(from, true)
 		if st != nfs3.OK {
@@ -108,12 +105,9 @@ func (s *Server) link(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 			return st
 		}
 		defer func() { r.Attr = o.postOp(ino) }()
-		ex2, dir, st := s.resolve(a.Link.Dir)
+		dir, st := o.sameExport(a.Link.Dir)
 		if st != nfs3.OK {
 			return st
-		}
-		if ex2 != o.ex {
-			return nfs3.ErrXDev
 		}
 		before, st := o.dirFor(dir, true)
 		if st != nfs3.OK {
@@ -133,4 +127,17 @@ func (s *Server) link(ctx context.Context, c *rpc.Call) (rpc.Body, error) {
 		return o.errStat(o.ex.FS.Link(o.ctx, ino, dir, a.Link.Name), dir, a.Link.Name)
 	}()
 	return reply(nfs3.ProcLink, 0, &r)
+}
+
+// sameExport resolves fh, a second handle a call names (RENAME's target
+// directory, LINK's), which must be on o's export: NFS3ERR_XDEV otherwise.
+func (o *op) sameExport(fh nfs3.FileHandle) (uint64, nfs3.Stat) {
+	ex, ino, st := o.s.resolve(fh)
+	if st != nfs3.OK {
+		return 0, st
+	}
+	if ex != o.ex {
+		return 0, nfs3.ErrXDev
+	}
+	return ino, nfs3.OK
 }
