@@ -95,9 +95,17 @@ flags:
 	case err := <-served:
 		return err
 	}
-	log.Info("shutting down: no new connections; waiting for in-flight calls", "timeout", *grace)
+	drain(log, l, srv, served, *grace)
+	return nil
+}
+
+// drain stops serving on a signal: it closes l, lets the calls in flight
+// complete for at most grace (then srv closes the connections), and waits
+// for the serving loop to report on served.
+func drain(log *slog.Logger, l *rpcrdma.Listener, srv *rpc.Server, served <-chan error, grace time.Duration) {
+	log.Info("shutting down: no new connections; waiting for in-flight calls", "timeout", grace)
 	l.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown timed out; closing connections", "err", err)
@@ -105,7 +113,6 @@ flags:
 	<-served
 	st := srv.Stats()
 	log.Info("stopped", "calls", st.Calls, "cache_replays", st.CacheReplays)
-	return nil
 }
 
 // logClosed logs the end of a connection: at Debug level when the peer
