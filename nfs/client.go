@@ -44,7 +44,7 @@ type MountError struct {
 	Stat mount.Stat
 }
 
-func (e *MountError) Error() string { return "nfs: MNT " + e.Path + ": " + e.Stat.String() }
+func (e *MountError) Error() string { return "nfs: MNT " + e.Path + ": " + e.Stat.Describe() }
 
 // Unwrap returns the status.
 func (e *MountError) Unwrap() error { return e.Stat }
@@ -313,7 +313,9 @@ func (c *Client) Lookup(ctx context.Context, dir nfs3.FileHandle, name string) (
 }
 
 // LookupPath looks up a slash-separated path from the root, one LOOKUP
-// per component ("" and "/" are the root).
+// per component ("" and "/" are the root). A failed LOOKUP's error names
+// the path as the server's root sees it: under the export mounted
+// (Client.Name).
 func (c *Client) LookupPath(ctx context.Context, p string) (nfs3.FileHandle, nfs3.Attr, error) {
 	fh := c.root
 	a, err := c.Getattr(ctx, fh)
@@ -325,11 +327,17 @@ func (c *Client) LookupPath(ctx context.Context, p string) (nfs3.FileHandle, nfs
 			continue
 		}
 		if fh, a, err = c.Lookup(ctx, fh, name); err != nil {
-			return nil, a, fmt.Errorf("%s: %w", p, err)
+			return nil, a, fmt.Errorf("%s: %w", c.Name(p), err)
 		}
 	}
 	return fh, a, nil
 }
+
+// Name returns the slash-separated path p inside the export as the
+// server's root sees it: "/export/dir/f" for "dir/f" under the export
+// "/export" that Mount mounted; p itself, made absolute, for a Client
+// made with NewClient, which knows no export.
+func (c *Client) Name(p string) string { return path.Join("/", c.export, p) }
 
 // Access returns which of the ACCESS bits want the caller has on fh.
 func (c *Client) Access(ctx context.Context, fh nfs3.FileHandle, want uint32) (uint32, error) {

@@ -310,9 +310,9 @@ func regular(fsys Files, a FileInfo) error {
 	case a.IsDir():
 		return &Error4{Op: nfs4.OpRead, Stat: nfs4.ErrIsDir}
 	case fsys.Version() == "3":
-		return fmt.Errorf("nfs: a %v is not a regular file: %w", a.Type, nfs3.ErrInval)
+		return fmt.Errorf("nfs: a %s is not a regular file: %w", TypeName(a.Type), nfs3.ErrInval)
 	}
-	return fmt.Errorf("nfs: a %v is not a regular file: %w", a.Type, nfs4.ErrInval)
+	return fmt.Errorf("nfs: a %s is not a regular file: %w", TypeName(a.Type), nfs4.ErrInval)
 }
 
 // DownloadOptions says how DownloadFile writes a local file.

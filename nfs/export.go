@@ -55,14 +55,14 @@ func (c *Client) ReadFile(ctx context.Context, p string) ([]byte, error) {
 		return nil, err
 	}
 	if err := regular(V3Files(c), infoOf3(a)); err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
+		return nil, fmt.Errorf("%s: %w", c.Name(p), err)
 	}
 	// The size only hints the capacity: a server's GETATTR may not
 	// reserve memory it has not sent.
 	var b bytes.Buffer
 	b.Grow(int(min(a.Size, 64<<20)))
 	if _, err := c.Download(ctx, fh, &b); err != nil {
-		return b.Bytes(), fmt.Errorf("%s: %w", p, err)
+		return b.Bytes(), fmt.Errorf("%s: %w", c.Name(p), err)
 	}
 	return b.Bytes(), nil
 }

@@ -41,6 +41,30 @@ func (fi FileInfo) IsLink() bool { return fi.Type == fs.ModeSymlink }
 // IsRegular: see IsDir.
 func (fi FileInfo) IsRegular() bool { return fi.Type == 0 }
 
+// TypeName says in words what kind of file a file mode's type bits make
+// it, as ftype3 names them (RFC 1813 Section 2.6): "regular file",
+// "directory", "symbolic link", "block device", "character device",
+// "socket" or "named pipe".
+func TypeName(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t == 0:
+		return "regular file"
+	case t&fs.ModeDir != 0:
+		return "directory"
+	case t&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case t&fs.ModeCharDevice != 0:
+		return "character device"
+	case t&fs.ModeDevice != 0:
+		return "block device"
+	case t&fs.ModeSocket != 0:
+		return "socket"
+	case t&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	}
+	return "file of type " + m.Type().String()
+}
+
 // DirEntry is one name of a directory listing.
 type DirEntry struct {
 	Name   string

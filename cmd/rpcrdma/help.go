@@ -15,13 +15,14 @@ import (
 // --help-all prints them all in full.
 
 // flagGroups name the shared flags and the line each group's summary
-// starts with, in the order printed.
+// starts with, in the order printed. A group is a command's when it has
+// the group's first flag: nfs serve's own --export is not the clients'.
 var flagGroups = []struct {
 	title string
 	names []string
 	verbs bool // only in a -tags verbs build
 }{
-	{"NFS connection", []string{"vers", "transport", "nfs-port", "mount-port", "export", "uid", "gid", "timeout"}, false},
+	{"NFS connection", []string{"vers", "transport", "nfs-port", "mount-port", "rpcbind-port", "export", "uid", "gid", "timeout"}, false},
 	{"RPC-over-RDMA", []string{"rpcrdma-version", "inline", "credits", "crc", "mpa-rev", "no-remote-invalidation",
 		"ddp-threshold", "first-send-delay", "provider", "log-level"}, false},
 	{"verbs provider", []string{"device", "busy-poll"}, true},
@@ -56,6 +57,9 @@ func usageFor(fs *flag.FlagSet, synopsis string) func() {
 		}
 		shared := map[string]bool{"help-all": true}
 		for _, g := range flagGroups {
+			if fs.Lookup(g.names[0]) == nil {
+				continue
+			}
 			for _, n := range g.names {
 				shared[n] = true
 			}
@@ -86,7 +90,7 @@ func hasFlags(fs *flag.FlagSet) bool {
 func printGroups(w io.Writer, fs *flag.FlagSet) {
 	first := true
 	for _, g := range flagGroups {
-		if g.verbs && !verbs.Available {
+		if g.verbs && !verbs.Available || fs.Lookup(g.names[0]) == nil {
 			continue
 		}
 		var names []string

@@ -134,9 +134,19 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args, mapping flag errors to errUsage.
+// parse parses args, mapping flag errors to errUsage. A flag the
+// command does not know, or a value it cannot take, is said in one line
+// with the command's prefix, as every other message, before the usage.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // the flag package's own report, unprefixed
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(out, "rpcrdma %s: %v\n", fs.Name(), err)
+		}
+		fs.Usage()
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}

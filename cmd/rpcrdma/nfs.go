@@ -24,7 +24,7 @@ func cmdNFS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return func(args []string, stdout, stderr io.Writer) error { return f(ctx, args, stdout, stderr) }
 	}
 	subs := []command{
-		{"probe", "what an NFS server offers: NULL, exports, FSINFO, PATHCONF, FSSTAT, transport, each timed", nfsProbe},
+		{"probe", "what an NFS server offers: NULL, exports, FSINFO, PATHCONF, FSSTAT, transport, each timed", withCtx(nfsProbe)},
 		{"ls", "list HOST:/export/path (READDIRPLUS)", withCtx(nfsLs)},
 		{"cat", "write HOST:/export/path to stdout", withCtx(nfsCat)},
 		{"cp", "copy files from or to HOST:/export/path, through a temporary name", withCtx(nfsCp)},

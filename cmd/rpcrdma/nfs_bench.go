@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs4"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
 
@@ -228,7 +230,7 @@ func nfsBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if plan.maxBS > c0.MaxRead() || plan.maxBS > c0.MaxWrite() {
 		return fmt.Errorf("block size %d is over the server's transfer size (read %d, write %d)", plan.maxBS, c0.MaxRead(), c0.MaxWrite())
 	}
-	bf, err := openBenchFile(mctx, c0, dir, b.name, benchFileRules{size: plan.size, sizeSet: plan.sizeSet, bs: plan.maxBS, writes: plan.writes, overwrite: b.overwrite})
+	bf, err := openBenchFile(mctx, c0, dir, b.name, benchFileRules{size: plan.size, sizeSet: plan.sizeSet, bs: plan.maxBS, writes: plan.writes, data: plan.data, overwrite: b.overwrite})
 	if err != nil {
 		return err
 	}
@@ -269,6 +271,7 @@ type benchPlan struct {
 	size    int
 	sizeSet bool // --size given
 	writes  bool // a workload writes
+	data    bool // a workload reads or writes data, in blocks
 }
 
 // plan checks the flags and returns what they ask for; a wrong one is a
@@ -299,6 +302,7 @@ func (b *benchFlags) plan(fs *flag.FlagSet) (*benchPlan, error) {
 	}
 	for _, rw := range rws {
 		p.writes = p.writes || workloadKinds[rw].writes
+		p.data = p.data || !workloadKinds[rw].meta
 	}
 	switch {
 	case b.iodepth < 1 || b.numjobs < 1 || b.numjobs > 64:
@@ -380,6 +384,7 @@ type benchFileRules struct {
 	sizeSet   bool // given on the command line
 	bs        int
 	writes    bool // a write case will run
+	data      bool // a case reads or writes blocks of the file
 	overwrite bool // --overwrite
 }
 
@@ -422,6 +427,9 @@ func openBenchFile(ctx context.Context, c nfs.Files, dir, name string, r benchFi
 	}
 	f, err := c.Create(ctx, dfh, bf.name, 0o644)
 	if err != nil {
+		if !r.writes && (errors.Is(err, nfs3.ErrROFS) || errors.Is(err, nfs4.ErrROFS)) {
+			return nil, fmt.Errorf("creating %s: %w; to read a file that is there, name it with --file", bf.name, err)
+		}
 		return nil, fmt.Errorf("creating %s: %w", bf.name, err)
 	}
 	bf.h = f.Handle()
@@ -436,7 +444,7 @@ func openBenchFile(ctx context.Context, c nfs.Files, dir, name string, r benchFi
 // rules allow.
 func (bf *benchFile) existing(h nfs.Handle, a nfs.FileInfo, r benchFileRules) error {
 	if !a.IsRegular() {
-		return fmt.Errorf("--file %s is not a regular file (%v)", bf.name, a.Type)
+		return fmt.Errorf("--file %s is a %s, not a regular file", bf.name, nfs.TypeName(a.Type))
 	}
 	if r.writes && !r.overwrite {
 		return fmt.Errorf("--file %s exists (%s): a write benchmark would overwrite it; add --overwrite to allow that, or leave out --file for a file of the bench's own", bf.name, nfs.Bytes(a.Size))
@@ -450,7 +458,7 @@ func (bf *benchFile) existing(h nfs.Handle, a nfs.FileInfo, r benchFileRules) er
 			bf.size = int(min(a.Size, 1<<40))
 		}
 	}
-	if bf.size < r.bs {
+	if r.data && bf.size < r.bs {
 		return fmt.Errorf("--file %s holds %s, less than one block (--bs %d)", bf.name, nfs.Bytes(a.Size), r.bs)
 	}
 	return nil

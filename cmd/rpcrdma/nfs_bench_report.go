@@ -114,13 +114,14 @@ func (r *benchReport) writeTransport(w io.Writer) {
 		return
 	}
 	i := r.jobs[0].info
-	fmt.Fprintf(w, "\nrpc-over-rdma: version %d, credits %d, inline send %d receive %d, remote invalidation %v\n",
-		i.Version, i.Credits, i.SendInline, i.RecvInline, onOff(i.RemoteInvalidation))
+	fmt.Fprintf(w, "\nrpc-over-rdma: version %d, inline send %d receive %d, remote invalidation %v\n",
+		i.Version, i.SendInline, i.RecvInline, onOff(i.RemoteInvalidation))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tcalls\tinline\tread chunks\twrite chunks\treply chunks\tlong calls\tremote inv\tcredits in use (max)\t")
+	fmt.Fprintln(tw, "workload\tcalls\tinline\tread chunks\twrite chunks\treply chunks\tlong calls\tremote inv\tcredits granted\tin use (max)\t")
 	for _, j := range r.jobs {
 		s := j.stats
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", j.rw, s.CallsSent, s.Inline, s.ReadChunks, s.WriteChunks, s.ReplyChunks, s.LongCalls, s.RemoteInvalid, j.inUseMax)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", j.rw, s.CallsSent, s.Inline, s.ReadChunks, s.WriteChunks, s.ReplyChunks, s.LongCalls,
+			s.RemoteInvalid, j.info.Credits, j.inUseMax)
 	}
 	tw.Flush()
 }
@@ -193,10 +194,12 @@ type fioRun struct {
 
 // fioJobExtra is what a job adds to fio's fields: the transport's facts.
 type fioJobExtra struct {
-	Workload           string `json:"workload"`
-	Partial            bool   `json:"partial,omitempty"`
-	Connections        int    `json:"connections"`
-	RPCRDMAVersion     int    `json:"rpcrdma_version,omitempty"`
+	Workload       string `json:"workload"`
+	Partial        bool   `json:"partial,omitempty"`
+	Connections    int    `json:"connections"`
+	RPCRDMAVersion int    `json:"rpcrdma_version,omitempty"`
+	// Credits is the grant of the first RDMA connection at the job's
+	// end: what its calls earned from the server.
 	Credits            uint32 `json:"credits,omitempty"`
 	InlineSend         int    `json:"inline_send,omitempty"`
 	InlineRecv         int    `json:"inline_recv,omitempty"`

@@ -62,7 +62,7 @@ type jobResult struct {
 	cpu       time.Duration
 	cpuOK     bool
 	stats     rpcrdma.StatsSnapshot // RDMA counters over the workload
-	info      *rpcrdma.Info         // the first RDMA connection's
+	info      *rpcrdma.Info         // the first RDMA connection's, at the workload's end
 	iodepth   int
 	numjobs   int
 	size      int
@@ -101,10 +101,6 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 	b := r.b
 	res := &jobResult{rw: rw, dirs: [2]*dirStats{new(dirStats), new(dirStats)}, iodepth: b.iodepth, numjobs: len(r.clients),
 		size: r.file.size, bss: r.bss, rwmixread: b.rwmixread, rate: b.rate}
-	if len(*r.conns) > 0 {
-		info := (*r.conns)[0].Info()
-		res.info = &info
-	}
 	before := r.rdmaStats()
 	r.peakInFlight()
 	var live, plive atomic.Pointer[[2]*latHist]
@@ -147,7 +143,7 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 	if plotting {
 		sampler.Go(func() { res.timeline = sampleTimeline(stopped, measureFrom, time.Duration(b.runtime), &plive) })
 	}
-	r.watch(stopped, rw, measureFrom, &live)
+	r.watch(stopped, res, measureFrom, &live)
 	<-stopped
 	sampler.Wait()
 	res.start = measureFrom
@@ -157,6 +153,14 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 	}
 	after := r.rdmaStats()
 	res.inUseMax = r.peakInFlight()
+	if len(*r.conns) > 0 {
+		// At the end, the grant is what the workload's calls earned: a
+		// responder with a shared receive pool grants a connection more
+		// as its calls keep them busy (and lowers it within a second of
+		// their end), so the grant at the start says less.
+		info := (*r.conns)[0].Info()
+		res.info = &info
+	}
 	res.stats = statsDelta(after, before)
 	if err := fail.get(); err != nil {
 		return res, err
@@ -293,7 +297,8 @@ func sampleTimeline(stopped chan struct{}, from time.Time, runtime time.Duration
 
 // watch draws the progress line on a terminal, or prints a
 // --status-interval line, until stopped closes.
-func (r *nfsBenchRun) watch(stopped chan struct{}, rw string, from time.Time, live *atomic.Pointer[[2]*latHist]) {
+func (r *nfsBenchRun) watch(stopped chan struct{}, res *jobResult, from time.Time, live *atomic.Pointer[[2]*latHist]) {
+	rw := res.rw
 	every := time.Duration(r.b.status)
 	if every == 0 && r.progress {
 		every = time.Second
@@ -304,6 +309,7 @@ func (r *nfsBenchRun) watch(stopped chan struct{}, rw string, from time.Time, li
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	last := time.Now()
+	var lastBytes [2]uint64
 	for {
 		select {
 		case <-stopped:
@@ -321,11 +327,18 @@ func (r *nfsBenchRun) watch(stopped chan struct{}, rw string, from time.Time, li
 				names[dirRead] = "calls:"
 			}
 			for dir, name := range names {
+				bytes := res.dirs[dir].bytes.Load()
+				moved := bytes - lastBytes[dir]
+				lastBytes[dir] = bytes
 				s := h[dir].Summary()
 				if s.N == 0 {
 					continue
 				}
-				parts = append(parts, fmt.Sprintf("%s %s IOPS, p50 %s, p99 %s, max %s", name, fmtCount(float64(s.N)/secs),
+				rate := ""
+				if !workloadKinds[rw].meta {
+					rate = fmt.Sprintf(" %.1f MiB/s,", float64(moved)/secs/(1<<20))
+				}
+				parts = append(parts, fmt.Sprintf("%s %s IOPS,%s p50 %s, p99 %s, max %s", name, fmtCount(float64(s.N)/secs), rate,
 					fmtLat(s.pct(50)), fmtLat(s.pct(99)), fmtLat(s.Max)))
 			}
 			if len(parts) == 0 {

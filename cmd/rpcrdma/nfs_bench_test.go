@@ -79,10 +79,11 @@ func TestNFSBenchFioJSON(t *testing.T) {
 			}
 			if tr == "rdma" {
 				// The chunks say how the data travelled: WRITE data in read
-				// chunks, READ data in write chunks (RFC 8267 Section 4).
+				// chunks, READ data in write chunks (RFC 8267 Section 4);
+				// the credits granted cover those the job used.
 				if x["rpcrdma_version"] != 1.0 || x["credits"].(float64) < 1 || x["credits_in_use_max"].(float64) < 1 ||
 					x["credits_in_use_max"].(float64) > 4 || x["inline_bytes"].(float64) <= 0 || x["read_chunks"].(float64) < float64(mix.Write.TotalIOs) ||
-					x["write_chunks"].(float64) < float64(mix.Read.TotalIOs) {
+					x["write_chunks"].(float64) < float64(mix.Read.TotalIOs) || x["credits"].(float64) < x["credits_in_use_max"].(float64) {
 					t.Errorf("transport facts %v against %d reads, %d writes", x, mix.Read.TotalIOs, mix.Write.TotalIOs)
 				}
 			}
@@ -130,7 +131,7 @@ func TestNFSBenchRateAndStatus(t *testing.T) {
 	if f.Jobs[0].JobOptions["rate_iops"] != "200" {
 		t.Errorf("job options %v", f.Jobs[0].JobOptions)
 	}
-	lines := regexp.MustCompile(`(?m)^randread +[0-9.]+s: read [0-9.k]+ IOPS, p50 [0-9.]+ [µm]s, p99 [0-9.]+ [µm]s, max [0-9.]+ [µm]?s$`).FindAllString(errOut, -1)
+	lines := regexp.MustCompile(`(?m)^randread +[0-9.]+s: read [0-9.k]+ IOPS, [0-9.]+ MiB/s, p50 [0-9.]+ [µm]s, p99 [0-9.]+ [µm]s, max [0-9.]+ [µm]?s$`).FindAllString(errOut, -1)
 	if len(lines) < 2 {
 		t.Errorf("status lines:\n%s", errOut)
 	}

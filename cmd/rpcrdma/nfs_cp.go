@@ -87,14 +87,14 @@ func (f *nfsFlags) cpUp(ctx, mctx context.Context, src string, dst remote, o cpO
 		return 0, err
 	}
 	if !fi.IsDir() && !isLink && !fi.Mode().IsRegular() {
-		return 0, fmt.Errorf("%s is not a regular file (%v)", src, fi.Mode().Type())
+		return 0, fmt.Errorf("%s is a %s, not a regular file", src, nfs.TypeName(fi.Mode()))
 	}
 	fsys, p, closeFn, err := f.openFiles(mctx, dst, nil, 1)
 	if err != nil {
 		return 0, err
 	}
 	defer closeFn()
-	dir, name, err := remoteTarget(ctx, fsys, p, dst.path, filepath.Base(src), fi.IsDir())
+	dir, name, full, err := remoteTarget(ctx, fsys, p, dst.path, filepath.Base(src), fi.IsDir())
 	if err != nil {
 		return 0, err
 	}
@@ -102,11 +102,11 @@ func (f *nfsFlags) cpUp(ctx, mctx context.Context, src string, dst remote, o cpO
 	case fi.IsDir():
 		st, err := nfs.UploadTree(ctx, fsys, dir, name, src, nfs.TreeOptions{Progress: pr.file})
 		reportTree(pr, st)
-		return st.Bytes, err
+		return st.Bytes, named(full, err)
 	case isLink:
 		target, err := os.Readlink(src)
 		if err == nil {
-			err = fsys.Symlink(ctx, dir, name, filepath.ToSlash(target))
+			err = named(full, fsys.Symlink(ctx, dir, name, filepath.ToSlash(target)))
 		}
 		return 0, err
 	}
@@ -121,39 +121,55 @@ func (f *nfsFlags) cpUp(ctx, mctx context.Context, src string, dst remote, o cpO
 		uo.Atime, uo.Mtime = fi.ModTime(), fi.ModTime()
 	}
 	pr.total = fi.Size()
-	return nfs.Upload(ctx, fsys, dir, name, in, uo)
+	n, err := nfs.Upload(ctx, fsys, dir, name, in, uo)
+	return n, named(full, err)
+}
+
+// named prefixes err with name, the remote file it concerns as the
+// server's root sees it, unless err names a local file already (an
+// *fs.PathError) or is the end of the command's context.
+func named(name string, err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return err
+	}
+	if _, ok := errors.AsType[*fs.PathError](err); ok {
+		return err
+	}
+	return fmt.Errorf("%s: %w", name, err)
 }
 
 // remoteTarget returns the directory and name a copy of srcName goes to
-// at p (the path as fsys looks it up; full is as given): into p under
-// srcName if p is a directory or ends in a slash, else p itself, whose
-// parent must be a directory. A file does not replace a directory.
-func remoteTarget(ctx context.Context, fsys nfs.Files, p, full, srcName string, srcDir bool) (nfs.Handle, string, error) {
+// at p (the path as fsys looks it up; full is as given), and the
+// target's path as given, for messages: into p under srcName if p is a
+// directory or ends in a slash, else p itself, whose parent must be a
+// directory. A file does not replace a directory.
+func remoteTarget(ctx context.Context, fsys nfs.Files, p, full, srcName string, srcDir bool) (nfs.Handle, string, string, error) {
 	h, a, err := fsys.LookupPath(ctx, p)
 	switch {
 	case err == nil && a.IsDir():
+		target := path.Join(full, srcName)
 		if _, ea, err := fsys.Lookup(ctx, h, srcName); err == nil && ea.IsDir() && !srcDir {
-			return nil, "", fmt.Errorf("%s/%s is a directory: a file cannot replace it", strings.TrimSuffix(full, "/"), srcName)
+			return nil, "", "", fmt.Errorf("%s is a directory: a file cannot replace it", target)
 		}
-		return h, srcName, nil
+		return h, srcName, target, nil
 	case strings.HasSuffix(full, "/"):
 		if err == nil {
-			return nil, "", fmt.Errorf("%s: not a directory", full)
+			return nil, "", "", fmt.Errorf("%s: not a directory", full)
 		}
-		return nil, "", err
+		return nil, "", "", err
 	case err != nil && !isNoEnt(err):
-		return nil, "", err
+		return nil, "", "", err
 	case err == nil && srcDir:
-		return nil, "", fmt.Errorf("%s exists and is not a directory", full)
+		return nil, "", "", fmt.Errorf("%s exists and is not a directory", full)
 	}
 	dir, da, err := fsys.LookupPath(ctx, path.Dir(path.Clean("/"+p)))
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	if !da.IsDir() {
-		return nil, "", fmt.Errorf("%s: not a directory", path.Dir(full))
+		return nil, "", "", fmt.Errorf("%s: not a directory", path.Dir(full))
 	}
-	return dir, path.Base(p), nil
+	return dir, path.Base(p), path.Clean(full), nil
 }
 
 // isNoEnt reports whether err is either version's NOENT.
@@ -175,7 +191,7 @@ func (f *nfsFlags) cpDown(ctx, mctx context.Context, src remote, dst string, o c
 		return 0, err
 	}
 	if !a.IsDir() && !a.IsLink() && !a.IsRegular() {
-		return 0, fmt.Errorf("%s is not a regular file (%v)", what, a.Type)
+		return 0, fmt.Errorf("%s is a %s, not a regular file", what, nfs.TypeName(a.Type))
 	}
 	name := path.Base(path.Clean("/" + src.path))
 	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
@@ -190,13 +206,13 @@ func (f *nfsFlags) cpDown(ctx, mctx context.Context, src remote, dst string, o c
 	case a.IsDir():
 		st, err := nfs.DownloadTree(ctx, fsys, h, dst, nfs.TreeOptions{Progress: pr.file})
 		reportTree(pr, st)
-		return st.Bytes, err
+		return st.Bytes, named(src.path, err)
 	case a.IsLink():
 		target, err := fsys.ReadLink(ctx, h)
-		if err == nil {
-			err = os.Symlink(target, dst)
+		if err != nil {
+			return 0, named(src.path, err)
 		}
-		return 0, err
+		return 0, os.Symlink(target, dst)
 	}
 	if o.noClobber {
 		if _, err := os.Lstat(dst); err == nil {
@@ -206,7 +222,8 @@ func (f *nfsFlags) cpDown(ctx, mctx context.Context, src remote, dst string, o c
 	var do nfs.DownloadOptions
 	do.Progress = func(n int64) { pr.file(dst, n) }
 	pr.total = int64(a.Size)
-	return nfs.DownloadFile(ctx, fsys, h, dst, do)
+	n, err := nfs.DownloadFile(ctx, fsys, h, dst, do)
+	return n, named(src.path, err)
 }
 
 // reportTree says what a tree copy skipped.

@@ -150,5 +150,5 @@ func nfsCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer rf.close()
 	_, err = nfs.Download(rf.parent, rf.fsys, rf.h, stdout)
-	return err
+	return named(rf.full, err)
 }

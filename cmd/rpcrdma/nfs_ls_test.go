@@ -75,9 +75,18 @@ func TestShortHelp(t *testing.T) {
 		if !verbs.Available && strings.Contains(errOut, "busy-poll") {
 			t.Errorf("%v --help names verbs flags in a build without verbs", sub)
 		}
+		if !strings.Contains(errOut, "\nNFS connection: --vers --transport --nfs-port --mount-port --rpcbind-port --export") || strings.Contains(errOut, "\n  -rpcbind-port") {
+			t.Errorf("%v --help does not summarise --rpcbind-port with the NFS connection's flags:\n%s", sub, errOut)
+		}
 		_, errOut, code = rpcrdmaCmd(t, 10*time.Second, append(sub, "--help-all")...)
 		if code != 0 || !strings.Contains(errOut, "\n  -inline int") || !strings.Contains(errOut, "\n  -timeout") && sub[0] == "nfs" {
 			t.Errorf("%v --help-all: exit %d\n%s", sub, code, errOut)
 		}
+	}
+	// nfs serve's --export is the path it serves as, its own flag, not
+	// the clients' connection flag of that name.
+	_, errOut, _ := rpcrdmaCmd(t, 10*time.Second, "nfs", "serve", "--help")
+	if strings.Contains(errOut, "NFS connection:") || !strings.Contains(errOut, "\n  -export string") {
+		t.Errorf("nfs serve --help:\n%s", errOut)
 	}
 }

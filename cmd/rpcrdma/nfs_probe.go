@@ -17,7 +17,11 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
 
-func nfsProbe(args []string, stdout, stderr io.Writer) error {
+// nfsProbe runs the probe's steps in turn, each bounded by --timeout on
+// its own, so that one a server leaves unanswered does not take the time
+// of those after it; ctx's end (a signal) stops it after the step under
+// way, whose call it cancels.
+func nfsProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("nfs probe", "nfs probe [flags] HOST", stderr)
 	var f nfsFlags
 	f.register(fs)
@@ -38,22 +42,20 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 		}()
 	}
 	stdout = text
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	defer cancel()
 	givenNFS, givenMount := f.nfsPort, f.mountPort
 	f.askPorts(ctx, host)
 	nfsAddr, mountAddr := f.addrs(host)
 	if f.nfsPort != givenNFS || f.mountPort != givenMount {
 		fmt.Fprintf(stdout, "%-24s %10s  MOUNT at %s, NFS at %s\n", "PORTMAPPER "+strconv.Itoa(f.rpcbind), "", mountAddr, nfsAddr)
 	}
-	steps := &probeSteps{w: stdout, rep: &rep}
+	steps := &probeSteps{ctx: ctx, timeout: f.timeout, w: stdout, rep: &rep}
 	timed, result := steps.timed, steps.result
 
 	v3 := f.vers == "3"
 	// MOUNT over TCP: NULL and EXPORT.
 	var exports []mount.ExportNode
 	if v3 {
-		f.probeMount(ctx, timed, mountAddr, &exports)
+		f.probeMount(timed, mountAddr, &exports)
 	}
 
 	// NFS: NULL per version, and what the transport negotiated.
@@ -63,7 +65,7 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var rc *rpc.Client
-	if err := timed("connect ("+f.transport+")", func() (string, error) {
+	if err := timed("connect ("+f.transport+")", func(ctx context.Context) (string, error) {
 		t, err := dial(ctx)
 		if err != nil {
 			return "", err
@@ -74,7 +76,7 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 		return result()
 	}
 	defer rc.Close()
-	v4 := f.probeNulls(ctx, timed, rc)
+	v4 := f.probeNulls(timed, rc)
 	if len(conns) > 0 {
 		in := conns[0].Info()
 		rep.RPCRDMA = &probeRDMA{Version: int(in.Version), SendInline: in.SendInline, RecvInline: in.RecvInline, Credits: in.Credits,
@@ -84,12 +86,12 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 	}
 	cred, _ := f.cred().Cred()
 	if v4 {
-		rep.Session = sessionOf(f.probe41(ctx, timed, rc, dial, cred, !v3))
+		rep.Session = sessionOf(f.probe41(timed, rc, dial, cred, !v3))
 	}
 	if !v3 {
 		return result()
 	}
-	f.probeExports(ctx, timed, rc, mountAddr, exports, cred)
+	f.probeExports(timed, rc, mountAddr, exports, cred)
 	return result()
 }
 
@@ -98,15 +100,23 @@ func nfsProbe(args []string, stdout, stderr io.Writer) error {
 // export that does not mount is as much a failure as a server that does
 // not answer.
 type probeSteps struct {
-	w      io.Writer
-	rep    *probeReport
-	failed []string
+	ctx     context.Context // the command's: a signal ends it
+	timeout time.Duration   // --timeout, for each step
+	w       io.Writer
+	rep     *probeReport
+	failed  []string
 }
 
-// timed runs one step and returns its error.
-func (p *probeSteps) timed(what string, fn func() (string, error)) error {
+// timed runs one step, with a context that --timeout bounds, and returns
+// its error; once the command's context has ended it runs none.
+func (p *probeSteps) timed(what string, fn func(ctx context.Context) (string, error)) error {
+	if err := p.ctx.Err(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
+	defer cancel()
 	start := time.Now()
-	s, err := fn()
+	s, err := fn(ctx)
 	d := time.Since(start)
 	step := probeStep{Step: strings.TrimSpace(what), Micros: d.Microseconds(), Result: s}
 	defer func() { p.rep.Steps = append(p.rep.Steps, step) }()
@@ -120,8 +130,12 @@ func (p *probeSteps) timed(what string, fn func() (string, error)) error {
 	return nil
 }
 
-// result is the probe's outcome: an error naming the steps that failed.
+// result is the probe's outcome: the command context's cause if a signal
+// stopped it, else an error naming the steps that failed.
 func (p *probeSteps) result() error {
+	if p.ctx.Err() != nil {
+		return context.Cause(p.ctx)
+	}
 	if len(p.failed) == 0 {
 		return nil
 	}
@@ -132,10 +146,10 @@ func (p *probeSteps) result() error {
 // version 4 answered. Versions 2 and 4 (3, with --vers 4.1) are asked to
 // learn what the server offers: PROG_MISMATCH is an answer there. The
 // version asked for (--vers) must answer.
-func (f *nfsFlags) probeNulls(ctx context.Context, timed probeTimer, rc *rpc.Client) bool {
+func (f *nfsFlags) probeNulls(timed probeTimer, rc *rpc.Client) bool {
 	v3, v4 := f.vers == "3", false
 	for _, v := range []uint32{2, 3, 4} {
-		timed(fmt.Sprintf("NFS NULL v%d", v), func() (string, error) {
+		timed(fmt.Sprintf("NFS NULL v%d", v), func(ctx context.Context) (string, error) {
 			err := rc.Null(ctx, nfs3.Program, v)
 			if ae, ok := errors.AsType[*rpc.AcceptError](err); ok && ae.Stat == rpc.ProgMismatch && (v == 2 || v == 3 && !v3 || v == 4 && v3) {
 				return "not offered (" + offeredVersions(ae.Low, ae.High) + ")", nil
@@ -151,12 +165,12 @@ func (f *nfsFlags) probeNulls(ctx context.Context, timed probeTimer, rc *rpc.Cli
 }
 
 // probeTimer runs one step of the probe, prints it timed, and returns
-// its error.
-type probeTimer func(what string, fn func() (string, error)) error
+// its error; fn's context bounds the step.
+type probeTimer func(what string, fn func(ctx context.Context) (string, error)) error
 
 // probeMount asks MOUNT for NULL and EXPORT.
-func (f *nfsFlags) probeMount(ctx context.Context, timed probeTimer, mountAddr string, exports *[]mount.ExportNode) {
-	timed("MOUNT NULL (tcp)", func() (string, error) {
+func (f *nfsFlags) probeMount(timed probeTimer, mountAddr string, exports *[]mount.ExportNode) {
+	timed("MOUNT NULL (tcp)", func(ctx context.Context) (string, error) {
 		t, err := rpc.DialTCP(ctx, mountAddr, nil)
 		if err != nil {
 			return "", err
@@ -165,7 +179,7 @@ func (f *nfsFlags) probeMount(ctx context.Context, timed probeTimer, mountAddr s
 		defer c.Close()
 		return mountAddr, c.Null(ctx, mount.Program, mount.Version)
 	})
-	timed("MOUNT EXPORT", func() (string, error) {
+	timed("MOUNT EXPORT", func(ctx context.Context) (string, error) {
 		var err error
 		*exports, err = nfs.Exports(ctx, mountAddr)
 		s := ""
@@ -178,13 +192,13 @@ func (f *nfsFlags) probeMount(ctx context.Context, timed probeTimer, mountAddr s
 
 // probeExports mounts each export, or only --export (for a server that
 // does not list them), and asks FSINFO, PATHCONF and FSSTAT.
-func (f *nfsFlags) probeExports(ctx context.Context, timed probeTimer, rc *rpc.Client, mountAddr string, exports []mount.ExportNode, cred rpc.OpaqueAuth) {
+func (f *nfsFlags) probeExports(timed probeTimer, rc *rpc.Client, mountAddr string, exports []mount.ExportNode, cred rpc.OpaqueAuth) {
 	if f.export != "" {
 		exports = []mount.ExportNode{{Dir: f.export}}
 	}
 	for _, e := range exports {
 		var root nfs3.FileHandle
-		if timed("MNT "+e.Dir, func() (string, error) {
+		if timed("MNT "+e.Dir, func(ctx context.Context) (string, error) {
 			var err error
 			root, err = nfs.MountRoot(ctx, mountAddr, e.Dir, cred)
 			return fmt.Sprintf("handle %d bytes", len(root)), err
@@ -192,7 +206,7 @@ func (f *nfsFlags) probeExports(ctx context.Context, timed probeTimer, rc *rpc.C
 			continue
 		}
 		var c *nfs.Client
-		if timed("  FSINFO", func() (string, error) {
+		if timed("  FSINFO", func(ctx context.Context) (string, error) {
 			var err error
 			c, err = nfs.NewClient(ctx, rc, root, cred)
 			if err != nil {
@@ -206,11 +220,11 @@ func (f *nfsFlags) probeExports(ctx context.Context, timed probeTimer, rc *rpc.C
 		}) != nil {
 			continue
 		}
-		timed("  PATHCONF", func() (string, error) {
+		timed("  PATHCONF", func(ctx context.Context) (string, error) {
 			p, err := c.PathConf(ctx, root)
 			return fmt.Sprintf("name_max %d link_max %d no_trunc %v case_preserving %v", p.NameMax, p.LinkMax, p.NoTrunc, p.CasePreserving), err
 		})
-		timed("  FSSTAT", func() (string, error) {
+		timed("  FSSTAT", func(ctx context.Context) (string, error) {
 			s, err := c.FSStat(ctx, root)
 			if f.human {
 				return fmt.Sprintf("%s of %s free, %d of %d files free", nfs.Bytes(s.ABytes), nfs.Bytes(s.TBytes), s.AFiles, s.TFiles), err
@@ -223,10 +237,10 @@ func (f *nfsFlags) probeExports(ctx context.Context, timed probeTimer, rc *rpc.C
 // probe41 asks which NFSv4 minor versions the server speaks and, if 4.1
 // is one, sets up a session and prints what it negotiated; with must, a
 // failure is the probe's.
-func (f *nfsFlags) probe41(ctx context.Context, timed probeTimer, rc *rpc.Client, dial nfs.Dialer, cred rpc.OpaqueAuth, must bool) *nfs.Info4 {
+func (f *nfsFlags) probe41(timed probeTimer, rc *rpc.Client, dial nfs.Dialer, cred rpc.OpaqueAuth, must bool) *nfs.Info4 {
 	has41 := false
 	for minor := range uint32(3) {
-		timed(fmt.Sprintf("NFSv4.%d", minor), func() (string, error) {
+		timed(fmt.Sprintf("NFSv4.%d", minor), func(ctx context.Context) (string, error) {
 			ok, err := nfs.MinorVersionOffered(ctx, rc, minor, cred)
 			if !ok || err != nil {
 				return "not offered", err
@@ -239,7 +253,7 @@ func (f *nfsFlags) probe41(ctx context.Context, timed probeTimer, rc *rpc.Client
 		return nil
 	}
 	var info *nfs.Info4
-	timed("SESSION v4.1", func() (string, error) {
+	timed("SESSION v4.1", func(ctx context.Context) (string, error) {
 		c, err := nfs.Mount4(ctx, nfs.Config4{Dial: dial, Cred: f.cred(), Reconnect: rpc.ReconnectConfig{Attempts: 3}})
 		if err != nil {
 			return "", err

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"net"
+	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -106,5 +110,76 @@ func TestNFSWrongTransport(t *testing.T) {
 	}
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("ls took %v to fail", d)
+	}
+}
+
+// silentListener listens on loopback and reads whatever each connection
+// sends without ever answering, as a hung server does. It returns the
+// port.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Go(func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(60 * time.Second))
+				io.Copy(io.Discard, c)
+			})
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-done; conns.Wait() })
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+// TestNFSProbeSilentServer: each step of probe has --timeout of its own,
+// so a step after one the server left unanswered still runs (MNT, from
+// a MOUNT server that answers); and SIGINT stops the probe at once, exit
+// 130, with the steps it finished printed.
+func TestNFSProbeSilentServer(t *testing.T) {
+	s := startNFSServe(t)
+	silent := silentListener(t)
+	start := time.Now()
+	out, errOut, code := rpcrdmaCmd(t, 60*time.Second, "nfs", "probe", "--transport", "tcp", "--nfs-port", silent, "--mount-port", s.tcpPort, "--timeout", "500ms", "127.0.0.1")
+	if code != 1 || !regexp.MustCompile(`(?m)^NFS NULL v3 .* error: context deadline exceeded$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^MNT /export +\S+  handle \d+ bytes$`).MatchString(out) {
+		t.Errorf("probe of a silent NFS server: exit %d\n%s%s", code, out, errOut)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("probe took %v", d)
+	}
+
+	cmd := exec.Command(binPath, "nfs", "probe", "--transport", "tcp", "--nfs-port", silent, "--mount-port", s.tcpPort, "127.0.0.1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	time.Sleep(time.Second) // into NFS NULL v2, which the server never answers
+	cmd.Process.Signal(syscall.SIGINT)
+	sent := time.Now()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatal("probe did not stop within 10 s of SIGINT")
+	}
+	if d := time.Since(sent); d > 2*time.Second || cmd.ProcessState.ExitCode() != 130 ||
+		!strings.Contains(stdout.String(), "MOUNT EXPORT") || !strings.Contains(stderr.String(), "rpcrdma nfs probe: stopped by interrupt") {
+		t.Errorf("probe after SIGINT: exit %d after %v\n%s%s", cmd.ProcessState.ExitCode(), d, stdout.String(), stderr.String())
 	}
 }

@@ -125,16 +125,57 @@ func TestNFSBenchLeavesFilesAlone(t *testing.T) {
 	}
 }
 
-// TestNFSBenchReadOnlyExport: a read benchmark needs no write.
+// TestNFSBenchReadOnlyExport: a read benchmark needs no write, and the
+// metadata workloads need no block of the file they look at.
 func TestNFSBenchReadOnlyExport(t *testing.T) {
 	s := startNFSServe(t, "--ro")
 	os.WriteFile(filepath.Join(s.dir, "data.bin"), noise(256<<10), 0o644)
+	os.WriteFile(filepath.Join(s.dir, "small.txt"), []byte("tiny\n"), 0o644)
 	if _, errOut, code := s.nfsRun(t, "bench", "--duration", "100ms", "--bs", "64k", "--op", "read", "--file", "data.bin", "127.0.0.1:/export"); code != 0 {
 		t.Errorf("read bench on a read-only export: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := s.nfsRun(t, "bench", "--runtime", "100ms", "--rw", "getattr,lookup,readdir", "--file", "small.txt", "127.0.0.1:/export"); code != 0 {
+		t.Errorf("metadata bench on a 5-byte file: exit %d %s", code, errOut)
 	}
 	_, errOut, code := s.nfsRun(t, "bench", "--duration", "100ms", "--bs", "64k", "--size", "1m", "127.0.0.1:/export")
 	if code != 1 || !strings.Contains(errOut, "read-only file system (NFS3ERR_ROFS)") {
 		t.Errorf("bench that must create on a read-only export: exit %d %s", code, errOut)
+	}
+	_, errOut, code = s.nfsRun(t, "bench", "--duration", "100ms", "--rw", "randread", "127.0.0.1:/export")
+	if code != 1 || !strings.Contains(errOut, "read-only file system (NFS3ERR_ROFS); to read a file that is there, name it with --file") {
+		t.Errorf("read bench without --file on a read-only export: exit %d %s", code, errOut)
+	}
+}
+
+// TestNFSErrorsNameTheFile: a failure on a remote file names it as the
+// server's root sees it, and a status in words, in one line with one
+// prefix.
+func TestNFSErrorsNameTheFile(t *testing.T) {
+	s := startNFSServe(t, "--ro")
+	os.Mkdir(filepath.Join(s.dir, "dir"), 0o755)
+	os.WriteFile(filepath.Join(s.dir, "f"), []byte("x"), 0o644)
+	syscall.Mkfifo(filepath.Join(s.dir, "fifo"), 0o644)
+	src := filepath.Join(t.TempDir(), "up.txt")
+	os.WriteFile(src, []byte("up"), 0o644)
+	for _, tc := range []struct {
+		sub  string
+		args []string
+		want string
+	}{
+		{"cat", []string{"127.0.0.1:/export/dir"}, "rpcrdma nfs cat: /export/dir: nfs: READ: is a directory (NFS3ERR_ISDIR)\n"},
+		{"cat", []string{"127.0.0.1:/export/fifo"}, "rpcrdma nfs cat: /export/fifo: nfs: a named pipe is not a regular file: nfs3: invalid argument (NFS3ERR_INVAL)\n"},
+		{"cp", []string{"127.0.0.1:/export/fifo", t.TempDir()}, "rpcrdma nfs cp: 127.0.0.1:/export/fifo is a named pipe, not a regular file\n"},
+		{"cat", []string{"127.0.0.1:/export/dir/missing"}, "rpcrdma nfs cat: /export/dir/missing: nfs: LOOKUP: no such file or directory (NFS3ERR_NOENT)\n"},
+		{"cp", []string{src, "127.0.0.1:/export/dir/"}, "rpcrdma nfs cp: /export/dir/up.txt: nfs: CREATE: read-only file system (NFS3ERR_ROFS)\n"},
+		{"cp", []string{src, "127.0.0.1:/export/new.txt"}, "rpcrdma nfs cp: /export/new.txt: nfs: CREATE: read-only file system (NFS3ERR_ROFS)\n"},
+		{"cp", []string{"127.0.0.1:/export/nope", t.TempDir()}, "rpcrdma nfs cp: /export/nope: nfs: LOOKUP: no such file or directory (NFS3ERR_NOENT)\n"},
+		{"ls", []string{"--export", "/export/dir/missing", "127.0.0.1:/export/dir/missing"},
+			"rpcrdma nfs ls: nfs: MNT /export/dir/missing: no such file or directory (MNT3ERR_NOENT)\n"},
+	} {
+		_, errOut, code := s.nfsRun(t, tc.sub, tc.args...)
+		if code != 1 || errOut != tc.want {
+			t.Errorf("nfs %s %v: exit %d\n%q, want\n%q", tc.sub, tc.args, code, errOut, tc.want)
+		}
 	}
 }
 
@@ -363,10 +404,15 @@ func TestNFSUsageExit2(t *testing.T) {
 		{"nfs", "bench", "--bs", "huge", "127.0.0.1:/export"},
 		{"nfs", "bench", "--op", "delete", "127.0.0.1:/export"},
 		{"nfs", "ls", "--transport", "udp", "127.0.0.1:/export"},
+		{"nfs", "probe", "--bogus", "127.0.0.1"},
 	} {
 		if _, errOut, code := rpcrdmaCmd(t, 10*time.Second, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2\n%s", args, code, errOut)
 		}
+	}
+	// The flag package's refusals get the command's prefix too.
+	if _, errOut, _ := rpcrdmaCmd(t, 10*time.Second, "nfs", "probe", "--bogus", "127.0.0.1"); !strings.HasPrefix(errOut, "rpcrdma nfs probe: flag provided but not defined: -bogus\nusage: rpcrdma nfs probe") {
+		t.Errorf("an unknown flag:\n%s", errOut)
 	}
 }
 

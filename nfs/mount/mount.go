@@ -98,8 +98,24 @@ func (s Stat) String() string {
 	return "mountstat3(" + strconv.FormatUint(uint64(s), 10) + ")"
 }
 
+// Describe says in words what the status means, then gives its name:
+// "no such file or directory (MNT3ERR_NOENT)", after the descriptions
+// of mountstat3 in RFC 1813 Appendix I.
+func (s Stat) Describe() string {
+	if w, ok := statWords[s]; ok {
+		return w + " (" + s.String() + ")"
+	}
+	return s.String()
+}
+
+var statWords = map[Stat]string{
+	OK: "success", ErrPerm: "not owner", ErrNoEnt: "no such file or directory", ErrIO: "I/O error",
+	ErrAcces: "permission denied", ErrNotDir: "not a directory", ErrInval: "invalid argument",
+	ErrNameTooLong: "file name too long", ErrNotSupp: "operation not supported", ErrServerFault: "a failure on the server",
+}
+
 // Error makes a failing status an error for one call.
-func (s Stat) Error() string { return "mount: " + s.String() }
+func (s Stat) Error() string { return "mount: " + s.Describe() }
 
 // DirPath is dirpath (RFC 1813 Appendix I): the argument of MNT and UMNT.
 type DirPath string

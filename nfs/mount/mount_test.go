@@ -94,6 +94,9 @@ func TestRejects(t *testing.T) {
 	if got := ProcUmntall.String() + " " + ErrNoEnt.String() + " " + Stat(7).String(); got != "UMNTALL MNT3ERR_NOENT mountstat3(7)" {
 		t.Errorf("names: %s", got)
 	}
+	if got := ErrAcces.Error() + "; " + Stat(7).Describe(); got != "mount: permission denied (MNT3ERR_ACCES); mountstat3(7)" {
+		t.Errorf("in words: %s", got)
+	}
 }
 
 func FuzzDecode(f *testing.F) {
