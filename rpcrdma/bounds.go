@@ -554,31 +554,3 @@ func (r *responder) argLimit(xdr []byte, chunks []wire.ReadChunk) string {
 	}
 	return ""
 }
-
-// waitReserve waits, on a side goroutine, for the share of the budgets
-// the call in needs, then hands it back to Recv through r.reserved. The
-// side goroutines are bounded by the receives: a requester has no more
-// calls in flight. A call whose connection ends meanwhile is given back,
-// here or, once queued, by dropQueued.
-func (r *responder) waitReserve(in inbound) {
-	c := r.c
-	ok := c.goSide(func() {
-		r.reserve(in.im, &in.hdr, true)
-		if in.im.held < 0 || c.Err() != nil {
-			in.im.held = max(in.im.held, 0)
-			in.im.free()
-			return
-		}
-		if !r.reserved.put(in) {
-			// As many calls wait as there are receives: the peer
-			// overran its credits.
-			in.im.free()
-			c.drop(DropCreditOverrun, in.hdr.XID, "why", "more calls waiting for memory than receives")
-			return
-		}
-		r.wake()
-	})
-	if !ok {
-		in.im.free()
-	}
-}

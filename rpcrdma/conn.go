@@ -52,14 +52,12 @@ import (
 // Locks. Mutexes guard only small tables, and all but three are leaves,
 // never held while another is taken: Conn's opsMu, errMu and sideMu,
 // requester.mu, a responder's idleMu (bounds.go), backServer.mu,
-// backCaller.mu, the shared pool's mu and the credit windows' own. A
-// role's pushMu (requester.pushMu, responder.pushMu) is held while the
-// rpc layer's deliver function runs, which may call Send or CancelCall
-// and so take the leaves; responder.mu is held while a grant is raised
-// or lowered, which takes the shared pool's mu (pool.go). A responder's
-// pumpMu is held while its pump looks at the queues from the loop to
-// Recv (fifo), whose mutexes are leaves. So the order is pushMu, then
-// responder.mu or pumpMu, then any one leaf.
+// backCaller.mu, the shared pool's mu, the credit windows' own and the
+// delivery queue's (fifo). The delivery's mu is held while the rpc
+// layer's deliver function runs, which may call Send or CancelCall and
+// so take responder.mu or the leaves; responder.mu is held while a grant
+// is raised or lowered, which takes the shared pool's mu (pool.go). So
+// the order is the delivery's mu, then responder.mu, then any one leaf.
 //
 // Buffers. Receives land in one provider-allocated region of equal slots,
 // one per posted receive; each Send is built in a slot of a second region.
@@ -120,13 +118,9 @@ type Conn struct {
 	opsN    int                     // entries posted and not completed
 	opsIdle chan struct{}           // closed when opsN falls to zero, for drain; nil when no one waits
 
-	// From the loop to Recv: a token in ready once incoming, or a
-	// queue of the role's own, has gained a message. A queue rather
-	// than a channel, so that what it holds is allocated on first use
-	// (fifo): most connections have their messages pushed (Push), and
-	// an idle one holds none.
-	incoming fifo[inbound]
-	ready    chan struct{} // capacity 1
+	// deliv is how received messages reach the rpc layer, for either
+	// role (delivery.go).
+	deliv delivery
 
 	// Lifecycle: fail ends the connection once (closeOnce); err is why.
 	closeOnce sync.Once
@@ -159,8 +153,8 @@ type Conn struct {
 }
 
 // role is what a requester and a responder each do for their Conn: with
-// the messages the loop receives, with Send, Recv and Push, and when the
-// connection ends (requester.go, responder.go).
+// the messages the loop receives, with Send, and when the connection
+// ends (requester.go, responder.go).
 type role interface {
 	// onMessage handles a received message on the loop; derr is why its
 	// transport header did not decode, raw its first bytes then.
@@ -168,18 +162,6 @@ type role interface {
 	// sendRPC is Conn.Send: a requester sends a call, a responder the
 	// reply to a call it received.
 	sendRPC(ctx context.Context, m *rpc.Msg) error
-	// recv is Conn.Recv: a requester's next reply, a responder's next
-	// call.
-	recv() (*rpc.Msg, error)
-	// push is Conn.Push (requester_recv.go, responder_recv.go).
-	push(deliver func(*rpc.Msg, error) bool)
-	// loopEnded runs on the loop as it returns, once failOps has run:
-	// the role gives back what no Recv will take and gives a pushing
-	// rpc layer the final error.
-	loopEnded()
-	// sideEnded runs in Close once the side goroutines have exited:
-	// the role gives back what they handed over after the loop ended.
-	sideEnded()
 	// ending runs once the connection has ended, before the rdma.Conn
 	// is closed; closeAll releases what the role holds, after.
 	ending()
@@ -228,74 +210,6 @@ type inbound struct {
 	// borrowed: payload aliases the receive buffer, which is reposted
 	// when the role's onMessage returns; it copies what it passes on.
 	borrowed bool
-}
-
-// fifo is a bounded queue of messages from the loop (or a pull's
-// completion) to Recv. Its ring is allocated by the first put and doubles
-// when full, up to size entries, and is kept: a channel's buffer is
-// allocated when it is made, used or not, and an inbound is a few hundred
-// bytes, while most connections queue nothing (their messages are
-// pushed) or a call or two that came before Push. Any goroutine may call
-// its methods.
-type fifo[T any] struct {
-	mu   sync.Mutex
-	ring []T
-	head int // index in ring of the oldest value
-	n    int // values queued
-	size int // the most that may be queued; set before first use
-}
-
-// len returns how many values are queued.
-func (q *fifo[T]) len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.n
-}
-
-// put appends v; it reports false, keeping nothing, when size values are
-// queued already.
-func (q *fifo[T]) put(v T) bool {
-	q.mu.Lock()
-	if q.n >= q.size {
-		q.mu.Unlock()
-		return false
-	}
-	if q.n == len(q.ring) {
-		ring := make([]T, min(max(2*len(q.ring), 2), q.size))
-		for i := range q.n {
-			ring[i] = q.ring[(q.head+i)%len(q.ring)]
-		}
-		q.ring, q.head = ring, 0
-	}
-	q.ring[(q.head+q.n)%len(q.ring)] = v
-	q.n++
-	q.mu.Unlock()
-	return true
-}
-
-// get removes and returns the oldest value; ok is false when the queue is
-// empty.
-func (q *fifo[T]) get() (v T, ok bool) {
-	q.mu.Lock()
-	if q.n == 0 {
-		q.mu.Unlock()
-		return v, false
-	}
-	var zero T
-	v, q.ring[q.head] = q.ring[q.head], zero // keep nothing of v alive
-	q.head = (q.head + 1) % len(q.ring)
-	q.n--
-	q.mu.Unlock()
-	return v, true
-}
-
-// wake leaves Recv a token saying incoming, or a queue of the role's,
-// has gained a message (a token already there says so too).
-func (c *Conn) wake() {
-	select {
-	case c.ready <- struct{}{}:
-	default:
-	}
 }
 
 // The loop takes completions from the provider firstBatch at a time until
@@ -438,8 +352,7 @@ func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
 	for i := 0; i < ord; i++ {
 		c.readSlots <- struct{}{}
 	}
-	c.incoming.size = c.recvSlots + 1
-	c.ready = make(chan struct{}, 1)
+	c.deliv.init(c.recvSlots + 1)
 	return nil
 }
 
@@ -581,7 +494,7 @@ func (c *Conn) Close() error {
 	c.sideClosed = true
 	c.sideMu.Unlock()
 	c.side.Wait()
-	c.role.sideEnded() // what the side goroutines handed over after the loop ended
+	c.deliv.release() // what was handed over and no Recv will take
 	c.reportClosed()
 	return nil
 }

@@ -13,14 +13,11 @@ import (
 // loop's place, short.go), and what it hands received messages to. The loop
 // decodes each received message and passes it to the role's onMessage
 // (requester.go, responder.go) or the Backchannel, reposts the receive, and
-// runs the completion callbacks of send-queue work (conn_send.go). Each
-// role passes what it accepts on to the rpc layer its own way
-// (requester_recv.go, responder_recv.go): to Recv through c.incoming (a
-// fifo, and a responder's queues of its own), or, once rpc.Pusher's Push
-// has been called, straight to the rpc layer's deliver function (a
-// requester's replies; a responder's calls without read chunks). The loop
-// never blocks: everything that could (posting a Send, an RDMA Read) runs
-// in Send, Recv or a side goroutine (goSide).
+// runs the completion callbacks of send-queue work (conn_send.go). What a
+// role accepts reaches the rpc layer one way (delivery.go): straight to
+// the deliver function rpc.Pusher's Push set, or queued until Push or
+// Recv takes it. The loop never blocks: everything that could (posting a
+// Send, an RDMA Read) runs in Send or a side goroutine (goSide).
 
 // loop owns the completion queue until the connection ends, except while
 // a requester's caller has the turn (short.go).
@@ -47,7 +44,7 @@ func (c *Conn) loop() {
 				c.complete(cs[:n])
 			}
 			c.failOps()
-			c.role.loopEnded()
+			c.deliv.end(c.Err())
 			return
 		}
 		c.yieldTurn()
@@ -167,16 +164,19 @@ func (c *Conn) handleRecv(comp rdma.Completion, msg []byte) {
 // Recv returns the next message for the rpc layer: on a requester, the
 // next reply (or a *rpc.CallError failing one call); on a responder, the
 // next call, with its read chunks pulled (calls whose chunks take longer to
-// pull may be overtaken by later ones). It implements rpc.Transport.
-func (c *Conn) Recv() (*rpc.Msg, error) { return c.role.recv() }
+// pull may be overtaken by later ones). Messages received before the
+// connection ended come before its error. It implements rpc.Transport,
+// for a caller that does not push; it must not be called after Push.
+func (c *Conn) Recv() (*rpc.Msg, error) { return c.deliv.recv() }
 
-// Push implements rpc.Pusher: a requester hands each reply to deliver on
-// the goroutine that received it (the rpc.Client uses it, and so needs no
-// goroutine of its own blocked in Recv). A responder hands calls without
-// read chunks to deliver from the loop (the rpc.Server uses it, and its
-// worker gets the call one hand-off sooner); the rest, the calls whose
-// chunks are pulled first, those that waited for memory and CONF_RDMA,
-// go through Recv on a side goroutine, the pump, that runs only while
-// they are queued, so an idle responder has no goroutine but its loop.
-// The error that ends the connection comes last, once the loop has ended.
-func (c *Conn) Push(deliver func(*rpc.Msg, error) bool) { c.role.push(deliver) }
+// Push implements rpc.Pusher: each message goes to deliver on the
+// goroutine that made it ready, first those that came before Push. On a
+// requester that is the goroutine that received the reply (the rpc.Client
+// needs no goroutine of its own blocked in Recv); on a responder, the
+// loop for a call that needed nothing more, the loop again for a call
+// whose data chunks it has pulled, or a side goroutine for a call that
+// waited for memory or had a position-zero chunk to pull
+// (responder_recv.go), so an idle responder has no goroutine but its
+// loop. The error that ends the connection comes last, once the loop has
+// ended.
+func (c *Conn) Push(deliver func(*rpc.Msg, error) bool) { c.deliv.push(deliver) }

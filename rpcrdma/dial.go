@@ -195,7 +195,6 @@ func (l *Listener) accept(ctx context.Context, req rdma.ConnRequest, a *admitted
 		if err := c.setup(rc, slots); err != nil {
 			return err
 		}
-		r.sizeQueues(c.recvSlots + 1)
 		r.grant.start(&c.cfg.Grant, c.recvSlots, back, l.pool != nil)
 		if l.pool != nil {
 			l.pool.attach(rc, c)

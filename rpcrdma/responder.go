@@ -3,7 +3,6 @@ package rpcrdma
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
-	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
 // The responder: receiving calls (RFC 5666 sections 3.5-3.8, 4.2, 5) and
@@ -48,6 +46,7 @@ type responder struct {
 	mu       sync.Mutex
 	pending  xidmap.Map[*inCall]   // calls received and not yet answered, chained by next for a repeated xid
 	npending int                   // calls in pending
+	nprep    int                   // calls arrived and not yet in pending: being pulled, waiting for memory (responder_recv.go)
 	done     map[uint32]*readReply // read-chunk replies awaiting RDMA_DONE
 	spareMsg reuse.Spare[inMsg]    // newInMsg's, in front of inMsgs
 	// grant is the credits granted in every reply (credits.go). With a
@@ -60,7 +59,6 @@ type responder struct {
 	// connection (pool.go).
 	allot atomic.Int64
 
-	recvQueues // how calls reach the rpc layer (responder_recv.go)
 	connBounds // the Listener's Bounds applied to this connection (bounds.go)
 
 	back *backCaller // the calling half of the backward direction; nil unless Config.BackwardCredits is set
@@ -105,8 +103,10 @@ type inMsg struct {
 	pzrc    []byte   // a long call's position-zero chunk (getBuf)
 	bufs    [][]byte // its data chunks (getBuf)
 	held    int64    // bytes reserved from the connection's and the Listener's budgets (bounds.go)
-	waited  bool     // recvCall has seen the call once and left it waiting for its share
-	release func()   // msg.Release, bound once
+	// preparing: the call has arrived and is counted in nprep until it
+	// is added to pending (responder_recv.go).
+	preparing bool
+	release   func() // msg.Release, bound once
 }
 
 var inMsgs sync.Pool
@@ -129,6 +129,9 @@ func (im *inMsg) free() {
 	r := im.r
 	r.mu.Lock()
 	r.unpend(&im.ic)
+	if im.preparing {
+		r.nprep--
+	}
 	r.mu.Unlock()
 	r.unreserve(im)
 	r.c.unreserveSend(&im.ic.res)
@@ -168,17 +171,6 @@ func (r *responder) unpend(ic *inCall) {
 		}
 	}
 	ic.next = nil
-}
-
-// overrun reports whether the requester has as many calls unanswered as
-// this responder posts receives, more than any grant of its allows: a
-// requester ignoring its credits. Such calls are dropped rather than
-// passed on, so the calls waiting for a handler stay bounded.
-func (r *responder) overrun() bool {
-	c := r.c
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.npending >= r.grant.mostUnanswered(c.shared(), c.recvSlots, int(c.cfg.BackwardCredits))
 }
 
 // onMessage handles a message received by a responder, on the loop. raw
@@ -273,9 +265,7 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 	}
 	in.im = r.newInMsg(in.payload)
 	in.payload, in.borrowed = in.im.payload, false
-	if !r.deliver(*in) {
-		in.im.free()
-	}
+	r.arrive(in) // responder_recv.go
 }
 
 // answerVers picks the version of an error reply: the requester's if we
@@ -287,138 +277,32 @@ func (r *responder) answerVers(v wire.Version) wire.Version {
 	return r.c.versions[0]
 }
 
-// recvCall turns a validated call into the rpc.Msg Recv returns. A call
-// without data chunks comes back at once, a long call's position-zero
-// chunk pulled first. A call with data chunks comes back with ok false:
-// its Reads are posted, and once they complete the loop passes it to Recv
-// through r.pulled (finishCall), so the Reads of several calls are in
-// flight together. A call whose chunks do not fit is answered with
-// ERR_CHUNK and reported with ok false; err is a connection failure. The
-// Msg's Release gives in.im back.
-func (r *responder) recvCall(in *inbound) (m *rpc.Msg, ok bool, err error) {
+// admit counts the call im, which has just arrived, as being prepared,
+// and reports true, unless the requester already has as many calls
+// unanswered (prepared or being prepared) as this responder posts
+// receives, more than any grant of its allows: a requester ignoring its
+// credits.
+func (r *responder) admit(im *inMsg) bool {
 	c := r.c
-	h := &in.hdr
-	im := in.im
-	if !im.waited {
-		c.stats.add(statCallsReceived, 1)
-	}
-	ic := &im.ic
-	*ic = inCall{xid: h.XID, vers: h.Vers, credits: h.Credits, writes: h.Chunks.Writes, reply: h.Chunks.Reply, inv: soleSTag(&h.Chunks)}
-
-	var chunks []wire.ReadChunk
-	if len(h.Chunks.Reads) > 0 {
-		chunks = h.Chunks.Reads.Chunks(nil)
-	}
-	for _, ch := range chunks {
-		if n := ch.Length(); n > maxChunk {
-			return r.refuse(im, RejectChunk, fmt.Sprintf("read chunk at position %d holds %d bytes, more than the %d this responder takes", ch.Position, n, maxChunk))
-		}
-	}
-	// What the call may make us hold, reserved before anything is
-	// allocated or read (bounds.go). A call that must wait for it waits
-	// on a side goroutine, so that this Recv goes on delivering the
-	// calls that hold the budget.
-	if why := r.reserve(im, h, false); why != "" {
-		return r.refuse(im, RejectTooLarge, why)
-	}
-	if im.held < 0 {
-		im.held, im.waited = 0, true
-		r.waitReserve(*in)
-		return nil, false, nil
-	}
-	m = &im.msg
-	m.XDR = in.payload
-	m.Release = im.release
-	if h.Proc == wire.RDMA_MSGP && h.Padding.Align > 1 {
-		// RFC 5666 section 3.9: opaques of at least rdma_thresh bytes
-		// are padded so their data is aligned to rdma_align in the
-		// receive buffer, which the transport header starts.
-		m.Padding = rpc.Padding{Align: int(h.Padding.Align), Thresh: int(h.Padding.Thresh), Base: h.EncodedLen()}
-	}
-	if len(chunks) > 0 && chunks[0].Position == 0 {
-		// A long call: the reduced message comes first, so the data
-		// chunks can be checked against it before they are pulled.
-		bufs, err := c.pull(chunks[:1], true)
-		if err != nil {
-			im.free()
-			return nil, false, err
-		}
-		m.XDR = bufs[0]
-		im.pzrc = bufs[0]
-		chunks = chunks[1:]
-		c.stats.add(statLongCalls, 1)
-	}
-	if xid, _, ok := rpc.PeekHeader(m.XDR); !ok || xid != h.XID {
-		return r.refuse(im, RejectXID, "RPC call does not carry the transport header's XID")
-	}
-	if why := r.argLimit(m.XDR, chunks); why != "" {
-		return r.refuse(im, RejectTooLarge, why)
-	}
-	// Check every data chunk against the length word it replaces before
-	// any RDMA Read: a chunk that does not fit costs the requester an
-	// ERR_CHUNK, not us a transfer.
-	shift := 0
-	for _, ch := range chunks {
-		off := int(ch.Position) - shift
-		if off < 4 || off > len(m.XDR) || (len(m.Items) > 0 && off < m.Items[len(m.Items)-1].Offset+4) {
-			return r.refuse(im, RejectChunk, fmt.Sprintf("read chunk position %d outside the call", ch.Position))
-		}
-		n := int(binary.BigEndian.Uint32(m.XDR[off-4:]))
-		// The chunk holds the item's data, with or without its XDR pad
-		// (RFC 8166 section 3.4.5).
-		if got := ch.Length(); got != uint64(n) && got != uint64(xdr.RoundUp(n)) {
-			return r.refuse(im, RejectChunk, fmt.Sprintf("read chunk at position %d holds %d bytes, its length word says %d", ch.Position, got, n))
-		}
-		m.Items = append(m.Items, rpc.DDPItem{Offset: off, Data: nil})
-		shift += xdr.RoundUp(n)
-	}
-	if len(chunks) == 0 {
-		r.addPending(ic)
-		return m, true, nil
-	}
-	c.startPull(chunks, true, func(bufs [][]byte, err error) {
-		if r.pulled.put(pulledCall{im: im, bufs: bufs, err: err}) {
-			r.wake()
-			return
-		}
-		// More calls than receive slots are being pulled: the peer
-		// overran its credits, and the connection is ending.
-		for _, b := range bufs {
-			putBuf(b)
-		}
-		c.drop(DropCreditOverrun, im.ic.xid, "why", "more calls pulling than receives")
-	})
-	return nil, false, nil
-}
-
-// A pulledCall is a call whose data chunks have been pulled (or failed to
-// be), on its way from the loop to Recv.
-type pulledCall struct {
-	im   *inMsg
-	bufs [][]byte
-	err  error
-}
-
-// finishCall completes a call recvCall left pulling its data chunks.
-func (r *responder) finishCall(pc pulledCall) (*rpc.Msg, error) {
-	im := pc.im
-	if pc.err != nil {
-		im.free()
-		return nil, pc.err
-	}
-	im.bufs = append(im.bufs, pc.bufs...)
-	m := &im.msg
-	for i := range m.Items {
-		n := binary.BigEndian.Uint32(m.XDR[m.Items[i].Offset-4:])
-		m.Items[i].Data = pc.bufs[i][:n]
-	}
-	r.addPending(&im.ic)
-	return m, nil
-}
-
-// addPending records ic as received and not yet answered.
-func (r *responder) addPending(ic *inCall) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.npending+r.nprep >= r.grant.mostUnanswered(c.shared(), c.recvSlots, int(c.cfg.BackwardCredits)) {
+		return false
+	}
+	r.nprep++
+	im.preparing = true
+	return true
+}
+
+// addPending records the call im, prepared, as received and not yet
+// answered: the rpc layer is about to get it.
+func (r *responder) addPending(im *inMsg) {
+	ic := &im.ic
+	r.mu.Lock()
+	if im.preparing {
+		im.preparing = false
+		r.nprep--
+	}
 	if first, _ := r.pending.Get(ic.xid); first != nil {
 		last := first
 		for last.next != nil {
@@ -434,18 +318,6 @@ func (r *responder) addPending(ic *inCall) {
 		r.raiseGrant(want)
 	}
 	r.mu.Unlock()
-}
-
-// refuse answers a call with ERR_CHUNK from Recv, counting it under
-// reason, and gives im back.
-func (r *responder) refuse(im *inMsg, reason Reason, why string) (*rpc.Msg, bool, error) {
-	ic := &im.ic
-	if reason == RejectTooLarge && r.c.ln != nil {
-		r.c.ln.reasons[reason].Add(1)
-	}
-	r.reject(reason, ic.xid, ic.vers, wire.ErrChunk, "why", why)
-	im.free()
-	return nil, false, nil
 }
 
 // soleSTag returns the handle every segment of the call's chunks names, if

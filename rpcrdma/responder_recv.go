@@ -2,114 +2,230 @@ package rpcrdma
 
 import (
 	"encoding/binary"
-	"errors"
-	"sync"
+	"fmt"
 
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
+	"github.com/go-rpcrdma/rpcrdma/xdr"
 )
 
-// How a responder's calls reach the rpc layer. The loop hands a call to
-// deliver once it has checked its transport header (responder.onMessage).
-// Before Push, every call goes to Recv through c.incoming. Once Push has
-// been called (the rpc.Server does), a call without read chunks goes from
-// the loop straight to the deliver function Push set (pushCall); the
-// rest reach Recv through three queues, c.incoming (what pushCall does
-// not take: calls with read chunks, before they are pulled, CONF_RDMA,
-// calls refused or waiting for memory), r.pulled (calls whose data
-// chunks have been pulled) and r.reserved (calls that waited for their
-// share of the budgets, bounds.go), and a side goroutine, the pump, takes
-// them from Recv to deliver while they are queued: an idle responder has
-// no goroutine but its loop.
+// How a responder's calls reach the rpc layer. The loop checks a call's
+// transport header (responder.onMessage) and hands it to arrive, which
+// counts it as pending and sends it one of two ways:
+//
+//   - A call that needs nothing the loop may not wait for (no read chunks
+//     to pull, not CONF_RDMA, its share of the budgets free now) is built
+//     on the loop and handed to the Conn's delivery there (delivery.go):
+//     to the rpc.Server's deliver function once Push has been called.
+//   - The others go to a side goroutine (goSide), which may wait: for
+//     the budgets (bounds.go), for a position-zero chunk to be pulled,
+//     for Read slots and send-queue entries to post the Reads of the
+//     data chunks, for a send slot to answer CONF_RDMA itself. A call
+//     with data chunks is handed over from where its last Read
+//     completes, the loop.
+//
+// Each call is handed over once, from where it became ready; nothing
+// queues between the two ends but the delivery's own queue before Push.
 
-// recvQueues is the part of a responder that its loop, its pulls and its
-// waits for memory hand calls to Recv and Push through.
-type recvQueues struct {
-	pulled   fifo[pulledCall] // calls whose data chunks have been pulled
-	reserved fifo[inbound]    // calls that waited for their share of the budgets (bounds.go)
-
-	// pushMu guards callPush and serializes every call of it: the
-	// loop's (pushCall) and the pump's.
-	pushMu   sync.Mutex
-	callPush func(*rpc.Msg, error) bool // set by Push; nil once it has had the final error
-
-	// The pump: once Push has set pumpTo, a side goroutine runs pump
-	// while the queues hold anything, and once at the end for the final
-	// error. pumpMu guards pumpTo and pumping; the queues' own are
-	// taken under it.
-	pumpMu  sync.Mutex
-	pumpTo  func(*rpc.Msg, error) bool
-	pumping bool   // a pump runs, or has delivered the final error
-	pumpFn  func() // r.pump, bound once
-}
-
-// sizeQueues bounds the queues to Recv by n, one more than the receives
-// posted. Prepare calls it once setup has posted them, before any message
-// can arrive.
-func (r *responder) sizeQueues(n int) {
-	r.pulled.size = n
-	r.reserved.size = n
-}
-
-// deliver hands a checked call to the rpc layer, straight through Push's
-// deliver function if it can (pushCall), else to Recv. The peer can have
-// no more messages in flight than there are receive slots, and Recv
-// drains the queue, so a full queue means Recv is not being called; the
-// call is then dropped rather than stalling the loop. It reports whether
-// the call was taken.
-func (r *responder) deliver(in inbound) bool {
+// arrive takes a call whose transport header the loop has checked, its
+// inline part copied into in.im. A requester with as many calls
+// unanswered as this responder posts receives is ignoring its credits:
+// the call is dropped (and counted), so what is prepared and what waits
+// for a handler stay bounded. A call becomes pending (answerable, and
+// counted as in flight: Conn.Stats' CallsPending, the Listener's choice
+// of an idle connection to evict) when it is handed over.
+func (r *responder) arrive(in *inbound) {
 	c := r.c
-	if r.pushCall(&in) {
-		return true
+	h := &in.hdr
+	im := in.im
+	im.ic = inCall{xid: h.XID, vers: h.Vers, credits: h.Credits, writes: h.Chunks.Writes, reply: h.Chunks.Reply, inv: soleSTag(&h.Chunks)}
+	if !r.admit(im) {
+		c.drop(DropCreditOverrun, h.XID)
+		im.free()
+		return
 	}
-	if c.incoming.put(in) {
-		r.wake()
-		return true
+	c.stats.add(statCallsReceived, 1)
+	if len(h.Chunks.Reads) > 0 || isConfigCall(in.payload) {
+		r.prepareSide(*in)
+		return
 	}
-	c.drop(DropCreditOverrun, in.hdr.XID, "why", "receive queue full")
-	return false
+	r.prepare(in, false)
 }
 
-// wake leaves Recv a token saying a queue has gained a message and, once
-// Push has been called, makes sure a pump runs to deliver it.
-func (r *responder) wake() {
-	r.c.wake()
-	r.startPump()
+// prepareSide runs prepare for in on a side goroutine, where it may wait.
+func (r *responder) prepareSide(in inbound) {
+	if !r.c.goSide(func() { r.prepare(&in, true) }) {
+		in.im.free() // Close has begun
+	}
 }
 
-// pushCall hands a call straight to the rpc.Server that Push registered,
-// on the loop, when nothing in taking it can block: no read chunks to
-// pull (their Reads may wait for the send queue) and not CONF_RDMA
-// (answered by Recv, whose Send may wait for a slot). It reports whether
-// it took the call; the rest go through Recv.
-func (r *responder) pushCall(in *inbound) bool {
+// prepare turns the call in into the rpc.Msg the rpc layer gets, and hands
+// it over, or answers it. On the loop (side false) it must not wait: a
+// call whose share of the budgets is not free now goes on to a side
+// goroutine. A call without data chunks is handed over here, a long
+// call's position-zero chunk pulled first; a call with data chunks once
+// its Reads have completed (finishCall), so the Reads of several calls
+// are in flight together. A call whose chunks do not fit is answered with
+// ERR_CHUNK. The Msg's Release gives in.im back.
+func (r *responder) prepare(in *inbound, side bool) {
 	c := r.c
-	if len(in.hdr.Chunks.Reads) > 0 || isConfigCall(in.payload) {
+	h := &in.hdr
+	im := in.im
+	var chunks []wire.ReadChunk
+	if len(h.Chunks.Reads) > 0 {
+		chunks = h.Chunks.Reads.Chunks(nil)
+	}
+	for _, ch := range chunks {
+		if n := ch.Length(); n > maxChunk {
+			r.refuse(im, RejectChunk, fmt.Sprintf("read chunk at position %d holds %d bytes, more than the %d this responder takes", ch.Position, n, maxChunk))
+			return
+		}
+	}
+	// What the call may make us hold, reserved before anything is
+	// allocated or read (bounds.go).
+	if why := r.reserve(im, h, side); why != "" {
+		r.refuse(im, RejectTooLarge, why)
+		return
+	}
+	switch {
+	case im.held < 0 && !side:
+		im.held = 0
+		r.prepareSide(*in)
+		return
+	case im.held < 0 || (side && c.Err() != nil):
+		// The wait ended with the connection.
+		im.held = max(im.held, 0)
+		im.free()
+		return
+	}
+	m := &im.msg
+	m.XDR = in.payload
+	m.Release = im.release
+	if h.Proc == wire.RDMA_MSGP && h.Padding.Align > 1 {
+		// RFC 5666 section 3.9: opaques of at least rdma_thresh bytes
+		// are padded so their data is aligned to rdma_align in the
+		// receive buffer, which the transport header starts.
+		m.Padding = rpc.Padding{Align: int(h.Padding.Align), Thresh: int(h.Padding.Thresh), Base: h.EncodedLen()}
+	}
+	if len(chunks) > 0 && chunks[0].Position == 0 {
+		// A long call (only on a side goroutine): the reduced message
+		// comes first, so the data chunks can be checked against it
+		// before they are pulled.
+		bufs, err := c.pull(chunks[:1], true)
+		if err != nil {
+			im.free()
+			c.fail(err)
+			return
+		}
+		m.XDR = bufs[0]
+		im.pzrc = bufs[0]
+		chunks = chunks[1:]
+		c.stats.add(statLongCalls, 1)
+	}
+	if reason, why := r.checkCall(m, h.XID, chunks); why != "" {
+		r.refuse(im, reason, why)
+		return
+	}
+	if why := r.argLimit(m.XDR, chunks); why != "" {
+		r.refuse(im, RejectTooLarge, why)
+		return
+	}
+	if len(chunks) == 0 {
+		r.addPending(im)
+		if side && isConfigCall(m.XDR) && r.answerConfig(m) {
+			return
+		}
+		r.hand(im)
+		return
+	}
+	c.startPull(chunks, true, func(bufs [][]byte, err error) { r.finishCall(im, bufs, err) })
+}
+
+// checkCall checks the RPC call m against its transport header's xid
+// and, before any RDMA Read, each data chunk against the length word it
+// replaces, recording where each chunk's item goes in m.Items: a chunk
+// that does not fit costs the requester an ERR_CHUNK, not us a transfer.
+// It returns why the call is refused, under which reason, or "".
+func (r *responder) checkCall(m *rpc.Msg, xid uint32, chunks []wire.ReadChunk) (Reason, string) {
+	if got, _, ok := rpc.PeekHeader(m.XDR); !ok || got != xid {
+		return RejectXID, "RPC call does not carry the transport header's XID"
+	}
+	shift := 0
+	for _, ch := range chunks {
+		off := int(ch.Position) - shift
+		if off < 4 || off > len(m.XDR) || (len(m.Items) > 0 && off < m.Items[len(m.Items)-1].Offset+4) {
+			return RejectChunk, fmt.Sprintf("read chunk position %d outside the call", ch.Position)
+		}
+		n := int(binary.BigEndian.Uint32(m.XDR[off-4:]))
+		// The chunk holds the item's data, with or without its XDR pad
+		// (RFC 8166 section 3.4.5).
+		if got := ch.Length(); got != uint64(n) && got != uint64(xdr.RoundUp(n)) {
+			return RejectChunk, fmt.Sprintf("read chunk at position %d holds %d bytes, its length word says %d", ch.Position, got, n)
+		}
+		m.Items = append(m.Items, rpc.DDPItem{Offset: off, Data: nil})
+		shift += xdr.RoundUp(n)
+	}
+	return 0, ""
+}
+
+// finishCall completes the call im, whose data chunks have been pulled
+// into bufs (or failed to be, err, a connection failure), and hands it
+// over. It runs where the last Read completed, the loop, or where posting
+// them failed.
+func (r *responder) finishCall(im *inMsg, bufs [][]byte, err error) {
+	if err != nil {
+		im.free()
+		r.c.fail(err)
+		return
+	}
+	im.bufs = append(im.bufs, bufs...)
+	m := &im.msg
+	for i := range m.Items {
+		n := binary.BigEndian.Uint32(m.XDR[m.Items[i].Offset-4:])
+		m.Items[i].Data = bufs[i][:n]
+	}
+	r.addPending(im)
+	r.hand(im)
+}
+
+// hand gives the call im to the rpc layer (delivery.go), or gives it back
+// when nothing will take it: the connection has ended, or neither Push
+// nor Recv is being called and the queue for them is full.
+func (r *responder) hand(im *inMsg) {
+	ok, full := r.c.deliv.hand(&im.msg, nil)
+	if ok {
+		return
+	}
+	if full {
+		r.c.drop(DropCreditOverrun, im.ic.xid, "why", "receive queue full")
+	}
+	im.free()
+}
+
+// answerConfig answers the call m if it is to CONF_RDMA's program (RFC
+// 8797 Section 5), itself, on a side goroutine, and reports whether it
+// did: such a call never reaches the rpc layer.
+func (r *responder) answerConfig(m *rpc.Msg) bool {
+	rep, ok := r.configReply(m)
+	if !ok {
 		return false
 	}
-	if r.reserve(in.im, &in.hdr, false) != "" || in.im.held < 0 {
-		// Refused, or waiting for memory: Recv answers or waits.
-		in.im.held = 0
-		return false
+	if err := r.sendReply(r.c.ctx, rep); err != nil {
+		r.c.log.Debug("rpcrdma: answering CONF_RDMA", "err", err)
 	}
-	r.pushMu.Lock()
-	defer r.pushMu.Unlock()
-	if r.callPush == nil {
-		return false
-	}
-	if r.overrun() {
-		// Recv's queue, which is as long as the receives, drops what
-		// overflows it; this path drops what goes beyond it.
-		c.drop(DropCreditOverrun, in.hdr.XID)
-		in.im.free()
-		return true
-	}
-	if m, ok, _ := r.recvCall(in); ok {
-		// Without read chunks recvCall pulls nothing and so has no
-		// connection error to report; a call it refused is answered.
-		r.callPush(m, nil)
-	}
+	m.Release()
 	return true
+}
+
+// refuse answers a call with ERR_CHUNK, counting it under reason, and
+// gives im back.
+func (r *responder) refuse(im *inMsg, reason Reason, why string) {
+	ic := &im.ic
+	if reason == RejectTooLarge && r.c.ln != nil {
+		r.c.ln.reasons[reason].Add(1)
+	}
+	r.reject(reason, ic.xid, ic.vers, wire.ErrChunk, "why", why)
+	im.free()
 }
 
 // ReserveReply implements rpc.InlineReplier on a responder. The rpc layer
@@ -154,202 +270,3 @@ func (c *Conn) ReserveReply(m *rpc.Msg) bool {
 func isConfigCall(b []byte) bool {
 	return len(b) >= 16 && binary.BigEndian.Uint32(b[12:]) == wire.ConfigProgram
 }
-
-// recv is Conn.Recv on a responder.
-func (r *responder) recv() (*rpc.Msg, error) {
-	m, _, err := r.next(true)
-	return m, err
-}
-
-// next returns the next call for Recv, with its read chunks pulled
-// (calls whose chunks take longer to pull may be overtaken by later
-// ones), and reports whether it returns a call or an error: when block is
-// false and nothing is queued while the connection is up, it returns
-// neither, and false.
-func (r *responder) next(block bool) (*rpc.Msg, bool, error) {
-	c := r.c
-	for {
-		// Calls that arrived before the connection ended are delivered
-		// first.
-		in, ok := c.incoming.get()
-		var pc pulledCall
-		pulled := false
-		if !ok {
-			pc, pulled = r.pulled.get()
-		}
-		if !ok && !pulled {
-			in, ok = r.reserved.get()
-		}
-		if !ok && !pulled {
-			if block {
-				select {
-				case <-c.ready:
-					continue // look again
-				case <-c.done:
-				}
-			} else {
-				select {
-				case <-c.done:
-				default:
-					return nil, false, nil
-				}
-			}
-			if in, ok = c.incoming.get(); !ok {
-				return nil, true, c.Err()
-			}
-		}
-		if pulled {
-			m, err := r.finishCall(pc)
-			if err != nil {
-				c.fail(err)
-				return nil, true, c.Err()
-			}
-			return m, true, nil
-		}
-		m, ok, err := r.recvCall(&in)
-		if err != nil {
-			c.fail(err)
-			return nil, true, c.Err()
-		}
-		if !ok {
-			continue
-		}
-		if rep, ok := r.configReply(m); ok {
-			if err := r.sendReply(c.ctx, rep); err != nil {
-				c.log.Debug("rpcrdma: answering CONF_RDMA", "err", err)
-			}
-			m.Release()
-			continue
-		}
-		return m, true, nil
-	}
-}
-
-// push is Conn.Push on a responder: calls without read chunks go to
-// deliver from the loop (pushCall), the rest from the pump.
-func (r *responder) push(deliver func(*rpc.Msg, error) bool) {
-	c := r.c
-	r.pushMu.Lock()
-	r.callPush = deliver
-	r.pushMu.Unlock()
-	r.pumpMu.Lock()
-	r.pumpTo, r.pumpFn = deliver, r.pump
-	r.pumping = true
-	r.pumpMu.Unlock()
-	// The first pump delivers what was queued before Push; a side
-	// goroutine, so that Close waits for it (conn.go).
-	if !c.goSide(r.pumpFn) { // closed already
-		r.pushMu.Lock()
-		r.callPush = nil
-		deliver(nil, c.Err())
-		r.pushMu.Unlock()
-	}
-}
-
-// startPump starts a pump once Push has been called, unless one runs
-// already (or has delivered the final error). Whoever queues a message
-// for Recv calls it, through wake, after queueing it; the loop calls it
-// when it ends, for the final error.
-func (r *responder) startPump() {
-	r.pumpMu.Lock()
-	if r.pumpTo == nil || r.pumping {
-		r.pumpMu.Unlock()
-		return
-	}
-	r.pumping = true
-	r.pumpMu.Unlock()
-	if !r.c.goSide(r.pumpFn) {
-		// Close has stopped waiting for side goroutines, so the loop
-		// has ended and a pump has delivered the final error: Close
-		// gives back what is still queued (dropQueued).
-		r.pumpMu.Lock()
-		r.pumping = false
-		r.pumpMu.Unlock()
-	}
-}
-
-// pump hands what Recv returns to the deliver function Push set, one
-// message at a time under pushMu, until nothing is queued; then it
-// returns, unless the connection has ended: then it delivers the final
-// error, once the loop has ended, and no pump runs again.
-func (r *responder) pump() {
-	c := r.c
-	r.pumpMu.Lock()
-	deliver := r.pumpTo
-	r.pumpMu.Unlock()
-	for {
-		m, ok, err := r.next(false)
-		if !ok {
-			r.pumpMu.Lock()
-			// Whoever queued a message after next looked starts a pump
-			// after queueing it; this one may only stop if that start
-			// will see it stopped, so it looks again under pumpMu.
-			// The loop's end starts one too, after the connection has
-			// ended: if it has, this one delivers the final error.
-			ended := false
-			select {
-			case <-c.done:
-				ended = true
-			default:
-			}
-			if ended || c.incoming.len()+r.pulled.len()+r.reserved.len() > 0 {
-				r.pumpMu.Unlock()
-				continue
-			}
-			r.pumping = false
-			r.pumpMu.Unlock()
-			return
-		}
-		final := err != nil
-		if final {
-			_, perCall := errors.AsType[*rpc.CallError](err)
-			final = !perCall
-		}
-		if final {
-			// The loop delivers nothing once it has ended.
-			<-c.loopDone
-		}
-		r.pushMu.Lock()
-		if final {
-			r.callPush = nil
-		}
-		deliver(m, err)
-		r.pushMu.Unlock()
-		if final {
-			return // pumping stays set: nothing follows the final error
-		}
-	}
-}
-
-// dropQueued gives back the calls whose pulls ended with the connection,
-// and those that waited for their share of the budgets, that no Recv
-// will take any more (Recv returns the connection's error once it has
-// ended): their buffers and what they reserved from the budgets.
-func (r *responder) dropQueued() {
-	for {
-		if pc, ok := r.pulled.get(); ok {
-			for _, b := range pc.bufs {
-				putBuf(b)
-			}
-			pc.im.free()
-			continue
-		}
-		in, ok := r.reserved.get()
-		if !ok {
-			return
-		}
-		in.im.free()
-	}
-}
-
-// loopEnded runs on the loop as it returns, once failOps has completed
-// every pull: it gives back the calls no Recv will take, and has a
-// pushing responder's pump deliver the final error.
-func (r *responder) loopEnded() {
-	r.dropQueued()
-	r.startPump()
-}
-
-// sideEnded runs in Close once the side goroutines have exited: it gives
-// back what they queued after the loop had ended.
-func (r *responder) sideEnded() { r.dropQueued() }

@@ -252,7 +252,7 @@ func (r *requester) takeTurn(ctx context.Context, wi rdma.WaitInterrupter, direc
 		}
 		return s.cs, true
 	}
-	if !r.pushing() {
+	if !c.deliv.pushing() {
 		s.mu.Unlock()
 		return nil, false
 	}
