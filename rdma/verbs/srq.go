@@ -11,7 +11,6 @@ import "C"
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 	"unsafe"
@@ -39,9 +38,6 @@ type SharedRecvQueue struct {
 	list  **C.struct_ibv_context // librdmacm's device list, held until Close
 	ctx   *C.struct_ibv_context
 	mem   *Conn // owns the protection domain and the regions of Alloc; no queue pair
-	cc    *C.struct_ibv_comp_channel
-	ccf   *os.File
-	cq    *C.struct_ibv_cq
 	srq   *C.struct_ibv_srq
 	depth int
 	sges  int
@@ -60,10 +56,10 @@ type SharedRecvQueue struct {
 	closed  bool
 	drained bool // closed, and every completion collected
 
-	cqMu  sync.Mutex // ibv_poll_cq, wcs, ready, wake
-	wcs   *C.struct_shim_wc
-	ready []rdma.Completion
-	wake  chan struct{}
+	cqueue            // its receives' completions (cq.go)
+	cqMu   sync.Mutex // the polls, wcs, ready, wake
+	ready  []rdma.Completion
+	wake   chan struct{}
 
 	wg sync.WaitGroup
 }
@@ -137,26 +133,8 @@ func (q *SharedRecvQueue) create(depth int) error {
 		mrs: map[*mr]struct{}{}}
 	q.mem.sge = (*C.struct_ibv_sge)(C.calloc(C.size_t(q.sges), C.size_t(unsafe.Sizeof(C.struct_ibv_sge{}))))
 	q.mem.lim = rdma.Limits{MaxSGE: q.sges}
-	cc, err := C.ibv_create_comp_channel(q.ctx)
-	if cc == nil {
-		return fmt.Errorf("ibv_create_comp_channel: %w", err)
-	}
-	p.res.compChannels.Add(1)
-	q.cc = cc
-	f, err := pollable(int(cc.fd), "ibv_comp_channel")
-	if err != nil {
+	if err := q.createCQ(p, q.ctx, q.depth); err != nil {
 		return err
-	}
-	p.res.files.Add(1)
-	q.ccf = f
-	cq, err := C.ibv_create_cq(q.ctx, C.int(q.depth), nil, cc, 0)
-	if cq == nil {
-		return fmt.Errorf("ibv_create_cq %d entries: %w", q.depth, err)
-	}
-	p.res.cqs.Add(1)
-	q.cq = cq
-	if r, err := C.ibv_req_notify_cq(cq, 0); r != 0 {
-		return fmt.Errorf("ibv_req_notify_cq: %w", err)
 	}
 	srq, err := C.shim_create_srq(pd, C.int(q.depth), C.int(q.sges))
 	if srq == nil {
@@ -164,7 +142,6 @@ func (q *SharedRecvQueue) create(depth int) error {
 	}
 	p.res.srqs.Add(1)
 	q.srq = srq
-	q.wcs = (*C.struct_shim_wc)(C.calloc(pollBatch, C.size_t(unsafe.Sizeof(C.struct_shim_wc{}))))
 	return nil
 }
 
@@ -223,24 +200,20 @@ func (q *SharedRecvQueue) detach(c *Conn) {
 }
 
 // cqLoop waits on the completion channel through the poller, as a
-// connection's does.
+// connection's leading Wait does, until Close interrupts it.
 func (q *SharedRecvQueue) cqLoop() {
 	defer q.wg.Done()
-	rc, err := q.ccf.SyscallConn()
-	if err != nil {
-		return
-	}
 	for {
-		closed, cerr := awaitCQ(rc, q.cc, q.cq)
-		if closed {
+		took, err := q.wait(&q.cqMu, q)
+		if err != nil {
+			q.p.log.Error("verbs: shared receive queue's completion channel failed", "device", q.dev, "err", err)
 			return
 		}
-		if cerr != nil {
-			q.p.log.Error("verbs: shared receive queue's completion channel failed", "device", q.dev, "err", cerr)
+		if !took {
 			return
 		}
 		q.cqMu.Lock()
-		q.collectLocked()
+		q.signalLocked()
 		q.cqMu.Unlock()
 	}
 }
@@ -248,27 +221,23 @@ func (q *SharedRecvQueue) cqLoop() {
 // collectLocked polls the completion queue into ready. The caller holds
 // cqMu.
 func (q *SharedRecvQueue) collectLocked() {
-	if q.cq == nil {
-		return
+	if q.collect(q) {
+		q.signalLocked()
 	}
-	grew := false
-	for {
-		n := int(C.shim_poll(q.cq, pollBatch, q.wcs))
-		if n <= 0 {
-			break
-		}
-		for _, wc := range unsafe.Slice(q.wcs, n) {
-			q.ready = append(q.ready, q.completion(&wc))
-		}
-		grew = true
-		if n < pollBatch {
-			break
-		}
+}
+
+// takeLocked records polled receive completions (taker). The caller
+// holds cqMu.
+func (q *SharedRecvQueue) takeLocked(wcs []C.struct_shim_wc) {
+	for i := range wcs {
+		q.ready = append(q.ready, q.completion(&wcs[i]))
 	}
-	if grew {
-		close(q.wake)
-		q.wake = make(chan struct{})
-	}
+}
+
+// signalLocked wakes every Wait. The caller holds cqMu.
+func (q *SharedRecvQueue) signalLocked() {
+	close(q.wake)
+	q.wake = make(chan struct{})
 }
 
 // completion maps a receive's work completion, and ends the connection
@@ -509,8 +478,7 @@ func (q *SharedRecvQueue) Close() error {
 	q.drained = true
 	q.mu.Unlock()
 	q.destroy()
-	close(q.wake)
-	q.wake = make(chan struct{})
+	q.signalLocked()
 	q.cqMu.Unlock()
 	return nil
 }
@@ -523,21 +491,7 @@ func (q *SharedRecvQueue) destroy() {
 		q.srq = nil
 		p.res.srqs.Add(-1)
 	}
-	if q.cq != nil {
-		C.ibv_destroy_cq(q.cq)
-		q.cq = nil
-		p.res.cqs.Add(-1)
-	}
-	if q.ccf != nil {
-		q.ccf.Close()
-		q.ccf = nil
-		p.res.files.Add(-1)
-	}
-	if q.cc != nil {
-		C.ibv_destroy_comp_channel(q.cc)
-		q.cc = nil
-		p.res.compChannels.Add(-1)
-	}
+	q.destroyCQ(p)
 	if m := q.mem; m != nil {
 		m.mu.Lock()
 		for r := range m.mrs {
@@ -549,10 +503,6 @@ func (q *SharedRecvQueue) destroy() {
 		p.res.pds.Add(-1)
 		C.free(unsafe.Pointer(m.sge))
 		q.mem = nil
-	}
-	if q.wcs != nil {
-		C.free(unsafe.Pointer(q.wcs))
-		q.wcs = nil
 	}
 	if q.list != nil {
 		C.rdma_free_devices(q.list)
