@@ -12,7 +12,7 @@ package rpcrdma
 // chunk), which bound what its reply can make this side hold. A call whose
 // share exceeds what it may hold is refused with ERR_CHUNK. Otherwise the
 // share is taken from its connection's budget, then from the Listener's;
-// a connection at its share waits (its Recv does) until its own calls
+// a connection at its share waits (on a side goroutine) until its calls
 // give some back, and the Listener's budget serves waiting connections in
 // arrival order, so none is starved. The share is given back when the
 // rpc.Server releases the call. Reserving the reply's share at receive
@@ -480,8 +480,8 @@ func callNeed(h *wire.Header) uint64 {
 // reserve takes what the call im (header h) may make this side hold from
 // the connection's budget, then the Listener's, and records it in
 // im.held. It returns why the call is refused if that is more than one
-// call may hold. With wait, it waits for the budgets (the caller is Recv,
-// never the loop); a wait that ends with the connection leaves im.held
+// call may hold. With wait, it waits for the budgets (the caller is a
+// side goroutine, never the loop); a wait that ends with the connection leaves im.held
 // at -1. Without wait, it leaves im.held at -1 when the budgets have no
 // room now. A call whose reservation is held already is left as it is.
 func (r *responder) reserve(im *inMsg, h *wire.Header, wait bool) (why string) {

@@ -23,20 +23,20 @@ import (
 // Goroutines. One goroutine per Conn (the loop, conn_recv.go) owns the
 // completion queue: it decodes every received message, reposts its
 // receive buffer, and completes send-queue work. It never blocks on the
-// send queue; everything that posts sends (calls, replies, RDMA Reads of
-// a call's chunks) runs on the goroutine of Send or Recv, or on a side
-// goroutine (goSide) for the RDMA_ERROR and RDMA_DONE messages, the pull
-// of a read-chunk reply and the resend after ERR_VERS; timers (afterFunc)
+// send queue; everything that posts sends (calls, replies) runs on the
+// goroutine of Send, or on a side goroutine (goSide) for the RDMA_ERROR
+// and RDMA_DONE messages, the RDMA Reads of a call's chunks, the pull of
+// a read-chunk reply and the resend after ERR_VERS; timers (afterFunc)
 // run their callbacks as side tasks too. Close waits for the loop, the
 // side goroutines and any timer callback running, and every timer is
-// stopped when the connection ends. A responder's loop hands calls that need
-// no RDMA Read to a pushed deliver function itself (pushCall), which must
-// not block either: the rpc.Server runs a short one there, and its reply
-// is sent from the loop with a send slot and a send-queue entry reserved
-// before the handler runs (ReserveReply); the rest go to it from a side
-// goroutine, the pump (responder_recv.go),
-// that runs only while they are queued, so an idle connection has one
-// goroutine of its own, its loop.
+// stopped when the connection ends. Received messages reach the rpc layer
+// one way (delivery.go), from where each becomes ready: a responder's
+// loop hands a call that needs nothing it may not wait for to the pushed
+// deliver function itself, which must not block either: the rpc.Server
+// runs a short one there, and its reply is sent from the loop with a
+// send slot and a send-queue entry reserved before the handler runs
+// (ReserveReply). Side goroutines run only while they have work, so an
+// idle connection has one goroutine of its own, its loop.
 //
 // Roles. What only a requester or only a responder keeps lives in its
 // role's type, requester (requester.go, requester_recv.go, and the
@@ -501,8 +501,8 @@ func (c *Conn) Close() error {
 
 // goSide runs f on a goroutine of its own that Close waits for: work the
 // loop must not wait for (sending RDMA_ERROR or RDMA_DONE, pulling a
-// read-chunk reply, resending a call after ERR_VERS, waiting for a share
-// of the budgets, a responder's pump). f must return soon once the
+// read-chunk reply, resending a call after ERR_VERS, preparing a call
+// that waits for a share of the budgets or has chunks to pull). f must return soon once the
 // connection has ended; its sends and reads take c.ctx. It reports false,
 // without running f, once Close has stopped waiting for new ones, which
 // happens only after the loop has ended: so the loop can count on f

@@ -21,15 +21,14 @@ import (
 // every message. Anything it cannot serve is answered at once with
 // RDMA_ERROR (ERR_VERS with the versions served, or ERR_CHUNK /
 // RDMA_ERR_BAD_HEADER), except an RDMA_ERROR, which is never answered, and
-// a message too short to carry an XID, which is dropped. Once Push has
-// been called (the rpc.Server does), a good call without read chunks goes
-// from the loop straight to deliver (pushCall), unless the requester
-// already has as many calls unanswered as there are receives, a credit
-// overrun, which is dropped. Other good calls go to Recv, which checks the
-// call's chunks against it and posts the RDMA Reads
-// that pull them (as many in flight as the ORD allows, over this call and
-// the calls after it: Recv does not wait for them, the completion loop
-// hands the call back once its last Read is done). The call is rebuilt as
+// a message too short to carry an XID, which is dropped, and a call beyond
+// what the requester's credits allow (a credit overrun), which is dropped
+// too. A good call is prepared (responder_recv.go): on the loop when it
+// needs nothing the loop may not wait for, else on a side goroutine,
+// which checks the call's chunks against it and posts the RDMA Reads that
+// pull them (as many in flight as the ORD allows, over this call and the
+// calls after it: it does not wait for them, the loop hands the call over
+// once its last Read is done). The call is rebuilt as
 // an rpc.Body (a position-zero chunk becomes the XDR stream, data chunks
 // become held-apart items, with their XDR pad dropped if the requester sent
 // it), and what it offered for its reply is remembered. Send, called with
