@@ -117,11 +117,11 @@ func (r *benchReport) writeTransport(w io.Writer) {
 	fmt.Fprintf(w, "\nrpc-over-rdma: version %d, inline send %d receive %d, remote invalidation %v\n",
 		i.Version, i.SendInline, i.RecvInline, onOff(i.RemoteInvalidation))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tcalls\tinline\tread chunks\twrite chunks\treply chunks\tlong calls\tremote inv\tcredits granted\tin use (max)\t")
+	fmt.Fprintln(tw, "workload\tcalls\tinline\tread chunks\twrite chunks\treply chunks\tlong calls\tremote inv\tcredits granted (max)\tin use (max)\t")
 	for _, j := range r.jobs {
 		s := j.stats
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", j.rw, s.CallsSent, s.Inline, s.ReadChunks, s.WriteChunks, s.ReplyChunks, s.LongCalls,
-			s.RemoteInvalid, j.info.Credits, j.inUseMax)
+			s.RemoteInvalid, j.grantMax, j.inUseMax)
 	}
 	tw.Flush()
 }
@@ -198,8 +198,8 @@ type fioJobExtra struct {
 	Partial        bool   `json:"partial,omitempty"`
 	Connections    int    `json:"connections"`
 	RPCRDMAVersion int    `json:"rpcrdma_version,omitempty"`
-	// Credits is the grant of the first RDMA connection at the job's
-	// end: what its calls earned from the server.
+	// Credits is the most the server granted the first RDMA connection
+	// during the job (sampleGrant): what its calls earned.
 	Credits            uint32 `json:"credits,omitempty"`
 	InlineSend         int    `json:"inline_send,omitempty"`
 	InlineRecv         int    `json:"inline_recv,omitempty"`
@@ -267,7 +267,7 @@ func (r *benchReport) writeFioJSON(w io.Writer) error {
 			x.CPUPerOpUs = float64(j.cpu.Nanoseconds()) / 1e3 / float64(total)
 		}
 		if i := j.info; i != nil {
-			x.RPCRDMAVersion, x.Credits, x.InlineSend, x.InlineRecv, x.RemoteInvalidation = int(i.Version), i.Credits, i.SendInline, i.RecvInline, i.RemoteInvalidation
+			x.RPCRDMAVersion, x.Credits, x.InlineSend, x.InlineRecv, x.RemoteInvalidation = int(i.Version), j.grantMax, i.SendInline, i.RecvInline, i.RemoteInvalidation
 		}
 		fj.RPCRDMA = x
 		out.Jobs = append(out.Jobs, fj)

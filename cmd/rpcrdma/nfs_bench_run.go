@@ -63,6 +63,7 @@ type jobResult struct {
 	cpuOK     bool
 	stats     rpcrdma.StatsSnapshot // RDMA counters over the workload
 	info      *rpcrdma.Info         // the first RDMA connection's, at the workload's end
+	grantMax  uint32                // the most credits it was granted during the workload
 	iodepth   int
 	numjobs   int
 	size      int
@@ -140,6 +141,11 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
 	var sampler sync.WaitGroup
+	var first *rpcrdma.Conn
+	if len(*r.conns) > 0 {
+		first = (*r.conns)[0]
+		sampler.Go(func() { res.grantMax = sampleGrant(stopped, first) })
+	}
 	if plotting {
 		sampler.Go(func() { res.timeline = sampleTimeline(stopped, measureFrom, time.Duration(b.runtime), &plive) })
 	}
@@ -153,12 +159,8 @@ func (r *nfsBenchRun) job(parent context.Context, rw string) (*jobResult, error)
 	}
 	after := r.rdmaStats()
 	res.inUseMax = r.peakInFlight()
-	if len(*r.conns) > 0 {
-		// At the end, the grant is what the workload's calls earned: a
-		// responder with a shared receive pool grants a connection more
-		// as its calls keep them busy (and lowers it within a second of
-		// their end), so the grant at the start says less.
-		info := (*r.conns)[0].Info()
+	if first != nil {
+		info := first.Info()
 		res.info = &info
 	}
 	res.stats = statsDelta(after, before)
@@ -258,6 +260,29 @@ func (r *nfsBenchRun) peakInFlight() int {
 		most = max(most, c.TakePeakInFlight())
 	}
 	return most
+}
+
+// grantSample is how often sampleGrant looks at a connection's grant.
+const grantSample = 10 * time.Millisecond
+
+// sampleGrant returns the most credits c was granted from now until
+// stopped closes, looking every grantSample. A responder with a shared
+// receive pool grants a connection more as its calls keep the grant
+// busy, and lowers it only when a reply leaves no call unanswered
+// (which, at the end of a workload, its last reply does): so the grant
+// at the start or the end of a workload says less than the most it had.
+func sampleGrant(stopped chan struct{}, c *rpcrdma.Conn) uint32 {
+	tick := time.NewTicker(grantSample)
+	defer tick.Stop()
+	most := c.Info().Credits
+	for {
+		select {
+		case <-stopped:
+			return most
+		case <-tick.C:
+			most = max(most, c.Info().Credits)
+		}
+	}
 }
 
 // sampleTimeline takes each interval's latencies from live until stopped

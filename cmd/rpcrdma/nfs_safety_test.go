@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -448,5 +450,61 @@ func TestNFSPortmapper(t *testing.T) {
 	out, _, code = rpcrdmaCmd(t, 30*time.Second, "nfs", "probe", "--transport", "tcp", "--rpcbind-port", pmPort, "127.0.0.1")
 	if code != 0 || !strings.Contains(out, "PORTMAPPER "+pmPort) || !strings.Contains(out, "MOUNT at 127.0.0.1:"+s.tcpPort+", NFS at 127.0.0.1:"+s.tcpPort) {
 		t.Errorf("probe with ports from the portmapper: exit %d\n%s", code, out)
+	}
+}
+
+// TestNFSRemoteWithPort: HOST:PORT:/export/path and [V6]:PORT:/path
+// name the NFS port as mount.nfs's port= does, over either transport.
+func TestNFSRemoteWithPort(t *testing.T) {
+	s := startNFSServe(t)
+	os.WriteFile(filepath.Join(s.dir, "f"), []byte("through the port\n"), 0o644)
+	for _, tc := range []struct{ transport, port string }{{"tcp", s.tcpPort}, {"rdma", s.rdmaPort}} {
+		out, errOut, code := rpcrdmaCmd(t, 30*time.Second, "nfs", "cat", "--rpcbind-port", "0", "--transport", tc.transport, "--mount-port", s.tcpPort,
+			"127.0.0.1:"+tc.port+":/export/f")
+		if code != 0 || out != "through the port\n" {
+			t.Errorf("cat 127.0.0.1:%s:/export/f over %s: exit %d %q %s", tc.port, tc.transport, code, out, errOut)
+		}
+	}
+
+	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("over IPv6\n"), 0o644)
+	cmd := exec.Command(binPath, "nfs", "serve", "--tcp", "[::1]:0", "--rdma", "", dir)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	ports := make(chan string, 1)
+	go func() {
+		defer close(exited)
+		re := regexp.MustCompile(`tcp \[::1\]:(\d+) \(NFS, MOUNT\)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				ports <- m[1]
+			}
+		}
+		cmd.Wait()
+	}()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	var port string
+	select {
+	case port = <-ports:
+	case <-exited:
+		t.Fatal("nfs serve on [::1] exited")
+	case <-time.After(10 * time.Second):
+		t.Fatal("nfs serve on [::1] did not say where it listens")
+	}
+	out, errOut, code := rpcrdmaCmd(t, 30*time.Second, "nfs", "cat", "--rpcbind-port", "0", "--transport", "tcp", "--mount-port", port, "[::1]:"+port+":/export/f")
+	if code != 0 || out != "over IPv6\n" {
+		t.Errorf("cat [::1]:%s:/export/f: exit %d %q %s", port, code, out, errOut)
 	}
 }
