@@ -232,7 +232,7 @@ func growBatch(cs []rdma.Completion, n int) []rdma.Completion {
 
 // Info describes what a connection negotiated.
 type Info struct {
-	Version            wire.Version // version in use (requester); highest served (responder)
+	Version            wire.Version // version in use: a requester's, or that of the last call a responder received (before any, the highest it serves)
 	PeerPrivateData    bool         // the peer sent RFC 8797 private data
 	SendInline         int          // largest Send this side posts
 	RecvInline         int          // this side's receive buffer size

@@ -560,6 +560,10 @@ func testVersions(t *testing.T, np pairFunc) {
 			if v := p.conn.Info().Version; v != tt.want {
 				t.Errorf("version %d, want %d", v, tt.want)
 			}
+			// The responder reports the version its calls came in.
+			if v := p.resp.Info().Version; v != tt.want {
+				t.Errorf("responder's version %d, want %d", v, tt.want)
+			}
 			if f := p.conn.Stats().VersionFallback; f != tt.fallbacks {
 				t.Errorf("fallbacks %d, want %d", f, tt.fallbacks)
 			}

@@ -57,6 +57,9 @@ type responder struct {
 	// allot is the receives of the Listener's pool promised to this
 	// connection (pool.go).
 	allot atomic.Int64
+	// vers is the version of the last call received (0 before any),
+	// what Info reports.
+	vers atomic.Uint32
 
 	connBounds // the Listener's Bounds applied to this connection (bounds.go)
 
@@ -255,6 +258,9 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 		c.drop(DropNotACall, h.XID)
 		return
 	}
+	if v := uint32(h.Vers); r.vers.Load() != v {
+		r.vers.Store(v)
+	}
 	if r.back != nil {
 		// Backward calls go in the version the requester speaks.
 		r.back.vers.Store(uint32(h.Vers))
@@ -350,8 +356,14 @@ func soleSTag(cl *wire.ChunkLists) rdma.STag {
 	return rdma.STag(s)
 }
 
-// version returns the highest version served.
-func (r *responder) version() wire.Version { return r.c.versions[len(r.c.versions)-1] }
+// version returns the version of the last call received, the one the
+// requester speaks; before any, the highest version served.
+func (r *responder) version() wire.Version {
+	if v := r.vers.Load(); v != 0 {
+		return wire.Version(v)
+	}
+	return r.c.versions[len(r.c.versions)-1]
+}
 
 // granted returns the grant this side offers.
 func (r *responder) granted() uint32 { return r.grant.load() }

@@ -237,8 +237,8 @@ func serveNFSTCP(l net.Listener, rs *rpc.Server, nm *nfsMetrics, log *connLog, c
 // closed by a limit of rpcrdma.Bounds (evicted to make room, idle, silent)
 // is logged at Debug level: the Listener logs those, a repeated one once
 // per Bounds.LogInterval, so that a flood does not flood the log.
-func logNFSClosed(log *connLog, transport string, remote net.Addr, d time.Duration, err error) {
-	attrs := []slog.Attr{slog.String("transport", transport), slog.Any("remote", remote), slog.Duration("duration", d.Round(time.Millisecond))}
+func logNFSClosed(log *connLog, transport string, remote net.Addr, d time.Duration, err error, more ...slog.Attr) {
+	attrs := append([]slog.Attr{slog.String("transport", transport), slog.Any("remote", remote), slog.Duration("duration", d.Round(time.Millisecond))}, more...)
 	switch {
 	case errors.Is(err, rpcrdma.ErrLimit):
 		log.line(slog.LevelDebug, "nfs: connection closed by a limit", append(attrs, slog.Any("err", err))...)

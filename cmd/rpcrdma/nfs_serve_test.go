@@ -97,6 +97,10 @@ func TestNFSServeWatchable(t *testing.T) {
 		s.waitLog(t, `level=INFO msg="nfs: connection opened" transport=`+tr+` remote=127\.0\.0\.1:\d+`)
 		s.waitLog(t, `level=INFO msg="nfs: connection closed by the peer" transport=`+tr+` remote=127\.0\.0\.1:\d+ duration=`)
 	}
+	// The RPC-over-RDMA version logged is the one the client's calls
+	// came in (the command's client speaks version 1), not the highest
+	// the server serves.
+	s.waitLog(t, `msg="nfs: connection closed by the peer" transport=rdma remote=\S+ duration=\S+ rpcrdma_version=1\b`)
 	s.waitLog(t, `level=INFO msg="nfs: mounted" path=/export client=\S+ uid=0`)
 
 	_, errOut, code := rpcrdmaCmd(t, 30*time.Second, "nfs", "cat", "--transport", "tcp", "--nfs-port", s.tcpPort, "127.0.0.1:/export/missing")

@@ -90,10 +90,14 @@ func nfsRDMAConns(m *serverMetrics, log *connLog, conns *sync.WaitGroup) *rdmaCo
 		m.add(c)
 		in := c.Info()
 		log.line(slog.LevelInfo, "nfs: connection opened", slog.String("transport", "rdma"), slog.Any("remote", in.Remote),
-			slog.Any("rpcrdma_version", in.Version), slog.Int("send_inline", in.SendInline), slog.Int("recv_inline", in.RecvInline),
-			slog.Any("credits", in.Credits))
+			slog.Int("send_inline", in.SendInline), slog.Int("recv_inline", in.RecvInline), slog.Any("credits", in.Credits))
 	}, func(c *rpcrdma.Conn, d time.Duration) {
 		m.remove(c)
-		logNFSClosed(log, "rdma", c.RemoteAddr(), d, c.Err())
+		var vers []slog.Attr
+		if c.Stats().CallsReceived > 0 {
+			// The version the client's calls came in, known once one has.
+			vers = append(vers, slog.Any("rpcrdma_version", c.Info().Version))
+		}
+		logNFSClosed(log, "rdma", c.RemoteAddr(), d, c.Err(), vers...)
 	})
 }
