@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 )
 
 // Errors fall in two classes by reach.
@@ -172,7 +173,8 @@ func (e *ConnError) Error() string {
 	case io.EOF:
 		return "rpc: connection failed: the peer closed it (EOF)"
 	}
-	return "rpc: connection failed: " + e.Err.Error()
+	// A cause from this package carries the same prefix: said once.
+	return "rpc: connection failed: " + strings.TrimPrefix(e.Err.Error(), "rpc: ")
 }
 
 // Unwrap returns net.ErrClosed and the cause.

@@ -51,6 +51,8 @@ func TestConnErrorWords(t *testing.T) {
 		{&ConnError{Err: net.ErrClosed}, "rpc: connection closed"},
 		{&ConnError{Err: io.EOF}, "rpc: connection failed: the peer closed it (EOF)"},
 		{&ConnError{Err: io.ErrUnexpectedEOF}, "rpc: connection failed: unexpected EOF"},
+		// A cause of this package's says "rpc:" once.
+		{&ConnError{Err: ErrHTTP}, "rpc: connection failed: the peer speaks HTTP"},
 	} {
 		if got := tt.err.Error(); got != tt.want {
 			t.Errorf("%#v: %q, want %q", tt.err.Err, got, tt.want)

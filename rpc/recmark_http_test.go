@@ -42,9 +42,12 @@ func TestClientOfHTTPServer(t *testing.T) {
 	c := NewClient(tr)
 	defer c.Close()
 	err = c.Null(ctx, 100003, 3)
-	want := "rpc: " + l.Addr().String() + " is not an RPC server (it answered with HTTP)"
+	want := l.Addr().String() + " is not an RPC server (it answered with HTTP)"
 	if !errors.Is(err, ErrHTTP) || !errors.Is(err, net.ErrClosed) || !errors.Is(err, ErrRecordTooLarge) || !strings.Contains(err.Error(), want) {
 		t.Errorf("NULL to an HTTP server: %v; want an error containing %q", err, want)
+	}
+	if n := strings.Count(err.Error(), "rpc: "); n != 1 {
+		t.Errorf("NULL to an HTTP server: %q says \"rpc: \" %d times, want once", err, n)
 	}
 	<-served
 }
