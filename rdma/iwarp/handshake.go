@@ -138,18 +138,7 @@ func (p *Provider) initiate(ctx context.Context, raw net.Conn, s settings, pd []
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	req := mpa.Frame{Kind: mpa.Request, Rev: uint8(p.opts.Revision), PrivateData: pd}
-	if p.opts.CRC == CRCRequire {
-		req.Flags |= mpa.FlagCRC
-	}
-	if req.Rev >= 2 {
-		req.Flags |= mpa.FlagEnhanced
-		req.IRDORD = mpa.IRDORD{IRD: uint16(s.ird), ORD: uint16(s.ord)}
-		if p.opts.PeerToPeer {
-			req.IRDORD.PeerToPeer = true
-			req.IRDORD.RTR = mpa.RTRWrite
-		}
-	}
+	req := p.request(s, pd)
 	b, err := req.Append(make([]byte, 0, req.EncodedLen()))
 	if err != nil {
 		return nil, fmt.Errorf("encode MPA Request: %w", err)
@@ -159,45 +148,13 @@ func (p *Provider) initiate(ctx context.Context, raw net.Conn, s settings, pd []
 	}
 	cr := &countReader{r: nc}
 	br := newRxBuf(cr, readBufSize)
-	if err := awaitKey(br); err != nil {
-		if errors.Is(err, ErrNotMPA) {
-			// As siw answers a Reply with a wrong key.
-			sendHandshakeTerminate(nc, ddp.CauseMPAInvalidFrame)
-			return nil, err
-		}
-		return nil, p.handshakeErr(ctx, "read MPA Reply", err)
+	rep, err := p.readReply(ctx, nc, br)
+	if err != nil {
+		return nil, err
 	}
-	rep, err := readFrame(br, mpa.MaxPrivateDataLen)
-	var pe *mpa.ParseError
-	switch {
-	case errors.As(err, &pe):
-		sendHandshakeTerminate(nc, ddp.CauseMPAInvalidFrame)
-		return nil, fmt.Errorf("invalid MPA Reply: %w", err)
-	case err != nil:
-		return nil, p.handshakeErr(ctx, "read MPA Reply", err)
-	}
-	if rep.Flags&mpa.FlagReject != 0 && rep.Kind == mpa.Reply && rep.Rev >= 1 {
-		return nil, &rdma.RejectError{PrivateData: rep.PrivateData}
-	}
-	if why := checkReply(&rep); why != "" {
-		sendHandshakeTerminate(nc, ddp.CauseMPAInvalidFrame)
-		return nil, fmt.Errorf("invalid MPA Reply (%v): %s", rep, why)
-	}
-	rtr := false
-	if req.Enhanced() && rep.Enhanced() {
-		if s, err = negotiateInitiator(s, rep.IRDORD); err != nil {
-			sendHandshakeTerminate(nc, ddp.CauseMPAInsufficientIRD)
-			return nil, fmt.Errorf("MPA Reply (%v): %w", rep, err)
-		}
-		if req.IRDORD.PeerToPeer && rep.IRDORD.PeerToPeer {
-			// RFC 6581 section 9.2: the first FPDU is one RTR of a
-			// type both sides flagged; we offered only the Write.
-			if rep.IRDORD.RTR&mpa.RTRWrite == 0 {
-				sendHandshakeTerminate(nc, ddp.CauseMPANoMatchingRTR)
-				return nil, fmt.Errorf("MPA Reply (%v): no RTR type in common (offered a zero-length RDMA Write)", rep)
-			}
-			rtr = true
-		}
+	s, rtr, err := settleReply(nc, s, &req, &rep)
+	if err != nil {
+		return nil, err
 	}
 	if !stop() {
 		return nil, p.handshakeErr(ctx, "MPA handshake", ctx.Err())
@@ -216,6 +173,84 @@ func (p *Provider) initiate(ctx context.Context, raw net.Conn, s settings, pd []
 		rtr:       rtr,
 		peerPD:    rep.PrivateData,
 	}), nil
+}
+
+// request returns the MPA Request the initiator sends: the configured
+// revision, C if the CRC policy requires it, private data pd, and from
+// revision 2 on the enhanced mode with the IRD/ORD of s, offering the
+// zero-length RDMA Write as the RTR if peer-to-peer.
+func (p *Provider) request(s settings, pd []byte) mpa.Frame {
+	req := mpa.Frame{Kind: mpa.Request, Rev: uint8(p.opts.Revision), PrivateData: pd}
+	if p.opts.CRC == CRCRequire {
+		req.Flags |= mpa.FlagCRC
+	}
+	if req.Rev >= 2 {
+		req.Flags |= mpa.FlagEnhanced
+		req.IRDORD = mpa.IRDORD{IRD: uint16(s.ird), ORD: uint16(s.ord)}
+		if p.opts.PeerToPeer {
+			req.IRDORD.PeerToPeer = true
+			req.IRDORD.RTR = mpa.RTRWrite
+		}
+	}
+	return req
+}
+
+// readReply reads the answer to the MPA Request from br and returns it
+// if it accepts the connection. A rejection fails with an
+// rdma.RejectError; an answer that is no valid Reply is answered with a
+// Terminate on nc first. The caller closes nc on failure.
+func (p *Provider) readReply(ctx context.Context, nc net.Conn, br *rxBuf) (mpa.Frame, error) {
+	if err := awaitKey(br); err != nil {
+		if errors.Is(err, ErrNotMPA) {
+			// As siw answers a Reply with a wrong key.
+			sendHandshakeTerminate(nc, ddp.CauseMPAInvalidFrame)
+			return mpa.Frame{}, err
+		}
+		return mpa.Frame{}, p.handshakeErr(ctx, "read MPA Reply", err)
+	}
+	rep, err := readFrame(br, mpa.MaxPrivateDataLen)
+	var pe *mpa.ParseError
+	switch {
+	case errors.As(err, &pe):
+		sendHandshakeTerminate(nc, ddp.CauseMPAInvalidFrame)
+		return mpa.Frame{}, fmt.Errorf("invalid MPA Reply: %w", err)
+	case err != nil:
+		return mpa.Frame{}, p.handshakeErr(ctx, "read MPA Reply", err)
+	}
+	if rep.Flags&mpa.FlagReject != 0 && rep.Kind == mpa.Reply && rep.Rev >= 1 {
+		return mpa.Frame{}, &rdma.RejectError{PrivateData: rep.PrivateData}
+	}
+	if why := checkReply(&rep); why != "" {
+		sendHandshakeTerminate(nc, ddp.CauseMPAInvalidFrame)
+		return mpa.Frame{}, fmt.Errorf("invalid MPA Reply (%v): %s", rep, why)
+	}
+	return rep, nil
+}
+
+// settleReply returns the settings s becomes under the accepting Reply
+// rep to req, and whether the first FPDU is to be an RTR. If both are
+// enhanced, IRD/ORD is negotiated and a peer-to-peer Reply must name the
+// RTR type offered; if not, a Terminate goes out on nc and the caller
+// closes it.
+func settleReply(nc net.Conn, s settings, req, rep *mpa.Frame) (settings, bool, error) {
+	if !req.Enhanced() || !rep.Enhanced() {
+		return s, false, nil
+	}
+	s, err := negotiateInitiator(s, rep.IRDORD)
+	if err != nil {
+		sendHandshakeTerminate(nc, ddp.CauseMPAInsufficientIRD)
+		return s, false, fmt.Errorf("MPA Reply (%v): %w", *rep, err)
+	}
+	if !req.IRDORD.PeerToPeer || !rep.IRDORD.PeerToPeer {
+		return s, false, nil
+	}
+	// RFC 6581 section 9.2: the first FPDU is one RTR of a type both
+	// sides flagged; we offered only the Write.
+	if rep.IRDORD.RTR&mpa.RTRWrite == 0 {
+		sendHandshakeTerminate(nc, ddp.CauseMPANoMatchingRTR)
+		return s, false, fmt.Errorf("MPA Reply (%v): no RTR type in common (offered a zero-length RDMA Write)", *rep)
+	}
+	return s, true, nil
 }
 
 // ErrNotMPA is the error Dial returns, wrapped with what arrived, when the
