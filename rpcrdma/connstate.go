@@ -70,10 +70,10 @@ func (s ConnState) String() string {
 	return "ConnState(" + strconv.Itoa(int(s)) + ")"
 }
 
-// setState reports s to the Listener's Config.ConnState, if any; a
-// dialed connection reports nothing.
+// setState reports s to the Listener's Config.ConnState, if any (Dial
+// clears it: a dialed connection reports nothing).
 func (c *Conn) setState(s ConnState) {
-	if f := c.cfg.ConnState; f != nil && c.resp != nil {
+	if f := c.cfg.ConnState; f != nil {
 		f(c, s)
 	}
 }

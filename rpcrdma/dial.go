@@ -26,6 +26,7 @@ func Dial(ctx context.Context, p rdma.Provider, addr string, cfg *Config) (*Conn
 		return nil, err
 	}
 	c := newConn(*cfg, wire.Version1)
+	c.cfg.ConnState = nil // a Listener's hook: a dialed connection reports nothing
 	c.req = newRequester(c)
 	c.role = c.req
 	back := int(c.cfg.BackwardCredits)

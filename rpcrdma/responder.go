@@ -182,60 +182,14 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 	r.received.Add(1)
 	h := &in.hdr
 	if derr != nil {
-		p, perr := wire.DecodePrefix(raw)
-		if perr != nil {
-			c.drop(DropUndecodable, 0, "err", derr) // nothing to answer (RFC 5666 section 4.2)
-			return
-		}
-		var he *wire.HeaderError
-		errors.As(derr, &he)
-		if he != nil && he.Code == wire.ErrVers {
-			r.reject(RejectVersion, p.XID, c.versions[0], wire.ErrVers, "vers", p.Vers)
-			return
-		}
-		if len(raw) >= 16 && binary.BigEndian.Uint32(raw[12:]) == uint32(wire.RDMA_ERROR) {
-			c.drop(DropErrorToResponder, p.XID, "err", derr) // never answer an RDMA_ERROR
-			return
-		}
-		r.reject(RejectUndecodable, p.XID, r.answerVers(p.Vers), wire.ErrChunk, "err", derr)
+		r.onUndecodable(derr, raw)
 		return
 	}
 	if !c.supports(h.Vers) {
 		r.reject(RejectVersion, h.XID, c.versions[0], wire.ErrVers, "vers", h.Vers)
 		return
 	}
-	switch h.Proc {
-	case wire.RDMA_ERROR:
-		c.stats.countError(h.Error.Code, false)
-		c.drop(DropErrorToResponder, h.XID, "code", h.Error.Code)
-		return
-	case wire.RDMA_DONE:
-		// The requester has pulled a read-chunk reply (RFC 5666 section
-		// 3.8): its memory can go. A DONE for nothing is dropped.
-		if !r.releaseReadReply(h.XID) {
-			c.drop(DropStrayDone, h.XID)
-		}
-		return
-	case wire.RDMA_MSGP:
-		// Off by default: RFC 8166 peers answer ERR_CHUNK.
-		if !c.cfg.MSGP {
-			r.reject(RejectMSGP, h.XID, h.Vers, wire.ErrChunk)
-			return
-		}
-	case wire.RDMA_OPTIONAL:
-		lim := c.lim
-		lim.MaxHeaderSize = c.recvSize
-		if err := h.Validate(wire.DirCall, lim); err != nil {
-			r.reject(RejectOptionHeader, h.XID, h.Vers, wire.ErrBadHeader, "err", err)
-			return
-		}
-		// draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2: an opttype the
-		// receiver does not support is answered RDMA_ERR_INVAL_OPTION.
-		if f := c.cfg.Options[h.Optional.Type]; f == nil {
-			r.reject(RejectOption, h.XID, h.Vers, wire.ErrInvalOption, "opttype", h.Optional.Type)
-		} else if err := f(c, h.Optional.Info, clone(in.payload)); err != nil {
-			r.reject(RejectOption, h.XID, h.Vers, wire.ErrInvalOption, "opttype", h.Optional.Type, "err", err)
-		}
+	if h.Proc != wire.RDMA_MSG && r.onControl(in) {
 		return
 	}
 	if h.Proc == wire.RDMA_MSG && wire.PayloadDirection(in.payload) == wire.DirReply {
@@ -271,6 +225,73 @@ func (r *responder) onMessage(in *inbound, derr error, raw []byte) {
 	in.im = r.newInMsg(in.payload)
 	in.payload, in.borrowed = in.im.payload, false
 	r.arrive(in) // responder_recv.go
+}
+
+// onUndecodable answers a message whose transport header did not decode
+// (derr), of which raw holds the first bytes: ERR_VERS for a version not
+// served, ERR_CHUNK for the rest, nothing for an RDMA_ERROR or a message
+// too short to name its XID (RFC 5666 section 4.2).
+func (r *responder) onUndecodable(derr error, raw []byte) {
+	c := r.c
+	p, perr := wire.DecodePrefix(raw)
+	if perr != nil {
+		c.drop(DropUndecodable, 0, "err", derr)
+		return
+	}
+	var he *wire.HeaderError
+	errors.As(derr, &he)
+	if he != nil && he.Code == wire.ErrVers {
+		r.reject(RejectVersion, p.XID, c.versions[0], wire.ErrVers, "vers", p.Vers)
+		return
+	}
+	if len(raw) >= 16 && binary.BigEndian.Uint32(raw[12:]) == uint32(wire.RDMA_ERROR) {
+		c.drop(DropErrorToResponder, p.XID, "err", derr) // never answer an RDMA_ERROR
+		return
+	}
+	r.reject(RejectUndecodable, p.XID, r.answerVers(p.Vers), wire.ErrChunk, "err", derr)
+}
+
+// onControl handles a message that carries no call for the rpc layer
+// (RDMA_ERROR, RDMA_DONE, RDMA_OPTIONAL, and RDMA_MSGP when padding is
+// off) and reports true; for a call (RDMA_NOMSG, an RDMA_MSGP taken) it
+// reports false.
+func (r *responder) onControl(in *inbound) bool {
+	c := r.c
+	h := &in.hdr
+	switch h.Proc {
+	case wire.RDMA_ERROR:
+		c.stats.countError(h.Error.Code, false)
+		c.drop(DropErrorToResponder, h.XID, "code", h.Error.Code)
+	case wire.RDMA_DONE:
+		// The requester has pulled a read-chunk reply (RFC 5666 section
+		// 3.8): its memory can go. A DONE for nothing is dropped.
+		if !r.releaseReadReply(h.XID) {
+			c.drop(DropStrayDone, h.XID)
+		}
+	case wire.RDMA_MSGP:
+		// Off by default: RFC 8166 peers answer ERR_CHUNK.
+		if c.cfg.MSGP {
+			return false
+		}
+		r.reject(RejectMSGP, h.XID, h.Vers, wire.ErrChunk)
+	case wire.RDMA_OPTIONAL:
+		lim := c.lim
+		lim.MaxHeaderSize = c.recvSize
+		if err := h.Validate(wire.DirCall, lim); err != nil {
+			r.reject(RejectOptionHeader, h.XID, h.Vers, wire.ErrBadHeader, "err", err)
+			return true
+		}
+		// draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2: an opttype the
+		// receiver does not support is answered RDMA_ERR_INVAL_OPTION.
+		if f := c.cfg.Options[h.Optional.Type]; f == nil {
+			r.reject(RejectOption, h.XID, h.Vers, wire.ErrInvalOption, "opttype", h.Optional.Type)
+		} else if err := f(c, h.Optional.Info, clone(in.payload)); err != nil {
+			r.reject(RejectOption, h.XID, h.Vers, wire.ErrInvalOption, "opttype", h.Optional.Type, "err", err)
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // answerVers picks the version of an error reply: the requester's if we
