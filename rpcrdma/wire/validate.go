@@ -145,8 +145,8 @@ func (h *Header) Validate(dir Direction, lim Limits) error {
 }
 
 // validateChunks checks the chunk lists of an RDMA_MSG, RDMA_NOMSG or
-// RDMA_MSGP header. It returns an error with Rule, Where, Value and Limit
-// set; the caller fills in the rest.
+// RDMA_MSGP header, in the order Validate documents. It returns an error
+// with Rule, Where, Value and Limit set; the caller fills in the rest.
 func (h *Header) validateChunks(dir Direction, lim Limits) *HeaderError {
 	c := &h.Chunks
 	if len(c.Reads) == 0 && len(c.Writes) == 0 && !c.Reply.Present {
@@ -157,7 +157,22 @@ func (h *Header) validateChunks(dir Direction, lim Limits) *HeaderError {
 		}
 		return nil
 	}
+	if e := checkCounts(c, lim); e != nil {
+		return e
+	}
+	if e := checkWriteSegments(c, dir); e != nil {
+		return e
+	}
+	if e := checkReadPositions(c.Reads); e != nil {
+		return e
+	}
+	return h.checkChunksOfProc(dir, lim)
+}
 
+// checkCounts holds c's segments and chunks, all lists together, to
+// lim (RuleSegments, RuleChunks). The read segments that share a
+// position make one chunk.
+func checkCounts(c *ChunkLists, lim Limits) *HeaderError {
 	segs, chunks := len(c.Reads), len(c.Writes)
 	for i := range c.Reads {
 		if i == 0 || c.Reads[i].Position != c.Reads[i-1].Position {
@@ -177,7 +192,14 @@ func (h *Header) validateChunks(dir Direction, lim Limits) *HeaderError {
 	if chunks > lim.MaxChunks {
 		return &HeaderError{Rule: RuleChunks, Value: uint64(chunks), Limit: uint64(lim.MaxChunks)}
 	}
+	return nil
+}
 
+// checkWriteSegments checks that c's write chunks and reply chunk have
+// segments (RuleEmptyChunk) and, in a call, that each segment has a
+// length (RuleZeroLength; in a reply a zero length reports an unused
+// segment).
+func checkWriteSegments(c *ChunkLists, dir Direction) *HeaderError {
 	for i, w := range c.Writes {
 		if len(w) == 0 {
 			return &HeaderError{Rule: RuleEmptyChunk, Where: "write chunk " + strconv.Itoa(i)}
@@ -202,26 +224,43 @@ func (h *Header) validateChunks(dir Direction, lim Limits) *HeaderError {
 			}
 		}
 	}
+	return nil
+}
 
-	for i, r := range c.Reads {
+// checkReadPositions checks that each read segment has a length
+// (RuleZeroLength) and a position that is a multiple of four
+// (RulePositionAlign), and that positions never decrease: going back
+// to the position of a segment before the one just before splits that
+// chunk (RuleChunkSplit), any other decrease is out of order
+// (RulePositionOrder).
+func checkReadPositions(reads ReadList) *HeaderError {
+	for i, r := range reads {
 		if r.Length == 0 {
 			return &HeaderError{Rule: RuleZeroLength, Where: readWhere(i), Value: uint64(r.Position)}
 		}
 		if r.Position%4 != 0 {
 			return &HeaderError{Rule: RulePositionAlign, Where: readWhere(i), Value: uint64(r.Position)}
 		}
-		if i > 0 && r.Position < c.Reads[i-1].Position {
+		if i > 0 && r.Position < reads[i-1].Position {
 			rule := RulePositionOrder
-			for _, q := range c.Reads[:i-1] {
+			for _, q := range reads[:i-1] {
 				if q.Position == r.Position {
 					rule = RuleChunkSplit
 					break
 				}
 			}
-			return &HeaderError{Rule: rule, Where: readWhere(i), Value: uint64(r.Position), Limit: uint64(c.Reads[i-1].Position)}
+			return &HeaderError{Rule: rule, Where: readWhere(i), Value: uint64(r.Position), Limit: uint64(reads[i-1].Position)}
 		}
 	}
+	return nil
+}
 
+// checkChunksOfProc applies the rules that relate the chunk lists to
+// h's proc and to dir: where the RPC message is (RulePositionZero,
+// RuleNoMsgBody), and what a reply may carry (RuleReadInReply,
+// RuleReplyChunkInMsg). It assumes checkReadPositions has passed.
+func (h *Header) checkChunksOfProc(dir Direction, lim Limits) *HeaderError {
+	c := &h.Chunks
 	// Positions never decrease, so a position-zero chunk comes first.
 	pzrc := len(c.Reads) > 0 && c.Reads[0].Position == 0
 	if pzrc && h.Proc != RDMA_NOMSG {
