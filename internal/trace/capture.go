@@ -189,6 +189,9 @@ func (r *Reader) read(n int) error {
 	return err
 }
 
+// nextNG is Next for pcapng: it reads blocks until one holds a packet,
+// taking in Section Headers and Interface Descriptions on the way and
+// skipping blocks of other types.
 func (r *Reader) nextNG(p *Packet) error {
 	for {
 		var bh [8]byte
@@ -200,26 +203,8 @@ func (r *Reader) nextNG(p *Packet) error {
 		}
 		typ := binary.LittleEndian.Uint32(bh[:]) // SHB's type reads the same either way
 		if typ == pcapngSHB {
-			// The byte-order magic follows the length; read it first.
-			var bom [4]byte
-			if _, err := io.ReadFull(r.r, bom[:]); err != nil {
-				return fmt.Errorf("%w: section header after frame %d cut short", ErrFormat, r.frame)
-			}
-			switch {
-			case binary.LittleEndian.Uint32(bom[:]) == pcapngBOM:
-				r.bo = binary.LittleEndian
-			case binary.BigEndian.Uint32(bom[:]) == pcapngBOM:
-				r.bo = binary.BigEndian
-			default:
-				return fmt.Errorf("%w: section header after frame %d: byte-order magic % x", ErrFormat, r.frame, bom)
-			}
-			r.ifaces = r.ifaces[:0]
-			total := r.bo.Uint32(bh[4:])
-			if total < 28 || total%4 != 0 || total > maxRecord {
-				return fmt.Errorf("%w: section header after frame %d: block length %d", ErrFormat, r.frame, total)
-			}
-			if err := r.read(int(total) - 12); err != nil {
-				return fmt.Errorf("%w: section header after frame %d cut short", ErrFormat, r.frame)
+			if err := r.readSection(bh); err != nil {
+				return err
 			}
 			continue
 		}
@@ -241,53 +226,91 @@ func (r *Reader) nextNG(p *Packet) error {
 				return err
 			}
 		case pcapngEPB, pcapngPB:
-			var ifid uint32
-			var hi, lo, capLen, origLen uint32
-			var hdrLen int
-			if typ == pcapngEPB {
-				if len(body) < 20 {
-					return fmt.Errorf("%w: frame %d: enhanced packet block too short", ErrFormat, r.frame+1)
-				}
-				ifid = r.bo.Uint32(body)
-				hi, lo, capLen, origLen = r.bo.Uint32(body[4:]), r.bo.Uint32(body[8:]), r.bo.Uint32(body[12:]), r.bo.Uint32(body[16:])
-				hdrLen = 20
-			} else {
-				if len(body) < 20 {
-					return fmt.Errorf("%w: frame %d: packet block too short", ErrFormat, r.frame+1)
-				}
-				ifid = uint32(r.bo.Uint16(body))
-				hi, lo, capLen, origLen = r.bo.Uint32(body[4:]), r.bo.Uint32(body[8:]), r.bo.Uint32(body[12:]), r.bo.Uint32(body[16:])
-				hdrLen = 20
-			}
-			if capLen > uint32(len(body)-hdrLen) {
-				return fmt.Errorf("%w: frame %d: captured length %d exceeds its block", ErrFormat, r.frame+1, capLen)
-			}
-			if int(ifid) >= len(r.ifaces) {
-				return fmt.Errorf("%w: frame %d: interface %d not described", ErrFormat, r.frame+1, ifid)
-			}
-			r.frame++
-			ifc := &r.ifaces[ifid]
-			*p = Packet{Frame: r.frame, Time: ifc.time(uint64(hi)<<32 | uint64(lo)), LinkType: ifc.linkType,
-				Data: body[hdrLen : hdrLen+int(capLen)], OrigLen: max(int(origLen), int(capLen))}
-			return nil
+			return r.packetBlock(p, typ, body)
 		case pcapngSPB:
-			if len(body) < 4 {
-				return fmt.Errorf("%w: frame %d: simple packet block too short", ErrFormat, r.frame+1)
-			}
-			if len(r.ifaces) == 0 {
-				return fmt.Errorf("%w: frame %d: simple packet block without an interface", ErrFormat, r.frame+1)
-			}
-			ifc := &r.ifaces[0]
-			orig := r.bo.Uint32(body)
-			n := min(uint32(len(body)-4), orig)
-			if ifc.snapLen != 0 {
-				n = min(n, ifc.snapLen)
-			}
-			r.frame++
-			*p = Packet{Frame: r.frame, LinkType: ifc.linkType, Data: body[4 : 4+n], OrigLen: max(int(orig), int(n))}
-			return nil
+			return r.simplePacketBlock(p, body)
 		}
 	}
+}
+
+// readSection reads the rest of a Section Header Block whose first 8
+// bytes are bh, and starts a new section: its byte order, no interfaces
+// yet.
+func (r *Reader) readSection(bh [8]byte) error {
+	// The byte-order magic follows the length; read it first.
+	var bom [4]byte
+	if _, err := io.ReadFull(r.r, bom[:]); err != nil {
+		return fmt.Errorf("%w: section header after frame %d cut short", ErrFormat, r.frame)
+	}
+	switch {
+	case binary.LittleEndian.Uint32(bom[:]) == pcapngBOM:
+		r.bo = binary.LittleEndian
+	case binary.BigEndian.Uint32(bom[:]) == pcapngBOM:
+		r.bo = binary.BigEndian
+	default:
+		return fmt.Errorf("%w: section header after frame %d: byte-order magic % x", ErrFormat, r.frame, bom)
+	}
+	r.ifaces = r.ifaces[:0]
+	total := r.bo.Uint32(bh[4:])
+	if total < 28 || total%4 != 0 || total > maxRecord {
+		return fmt.Errorf("%w: section header after frame %d: block length %d", ErrFormat, r.frame, total)
+	}
+	if err := r.read(int(total) - 12); err != nil {
+		return fmt.Errorf("%w: section header after frame %d cut short", ErrFormat, r.frame)
+	}
+	return nil
+}
+
+// packetBlock decodes the body of an Enhanced Packet Block (typ
+// pcapngEPB) or of an obsolete Packet Block (pcapngPB) into p. The two
+// lay out their 20-byte header alike, but for the interface ID: 32 bits
+// in an EPB, 16 bits (then a drops count) in a PB.
+func (r *Reader) packetBlock(p *Packet, typ uint32, body []byte) error {
+	const hdrLen = 20
+	if len(body) < hdrLen {
+		what := "enhanced packet block"
+		if typ == pcapngPB {
+			what = "packet block"
+		}
+		return fmt.Errorf("%w: frame %d: %s too short", ErrFormat, r.frame+1, what)
+	}
+	ifid := r.bo.Uint32(body)
+	if typ == pcapngPB {
+		ifid = uint32(r.bo.Uint16(body))
+	}
+	hi, lo, capLen, origLen := r.bo.Uint32(body[4:]), r.bo.Uint32(body[8:]), r.bo.Uint32(body[12:]), r.bo.Uint32(body[16:])
+	if capLen > uint32(len(body)-hdrLen) {
+		return fmt.Errorf("%w: frame %d: captured length %d exceeds its block", ErrFormat, r.frame+1, capLen)
+	}
+	if int(ifid) >= len(r.ifaces) {
+		return fmt.Errorf("%w: frame %d: interface %d not described", ErrFormat, r.frame+1, ifid)
+	}
+	r.frame++
+	ifc := &r.ifaces[ifid]
+	*p = Packet{Frame: r.frame, Time: ifc.time(uint64(hi)<<32 | uint64(lo)), LinkType: ifc.linkType,
+		Data: body[hdrLen : hdrLen+int(capLen)], OrigLen: max(int(origLen), int(capLen))}
+	return nil
+}
+
+// simplePacketBlock decodes the body of a Simple Packet Block into p: a
+// packet of the section's first interface, without a timestamp,
+// captured up to that interface's snap length.
+func (r *Reader) simplePacketBlock(p *Packet, body []byte) error {
+	if len(body) < 4 {
+		return fmt.Errorf("%w: frame %d: simple packet block too short", ErrFormat, r.frame+1)
+	}
+	if len(r.ifaces) == 0 {
+		return fmt.Errorf("%w: frame %d: simple packet block without an interface", ErrFormat, r.frame+1)
+	}
+	ifc := &r.ifaces[0]
+	orig := r.bo.Uint32(body)
+	n := min(uint32(len(body)-4), orig)
+	if ifc.snapLen != 0 {
+		n = min(n, ifc.snapLen)
+	}
+	r.frame++
+	*p = Packet{Frame: r.frame, LinkType: ifc.linkType, Data: body[4 : 4+n], OrigLen: max(int(orig), int(n))}
+	return nil
 }
 
 // addIface decodes an Interface Description Block body.
