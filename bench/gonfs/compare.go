@@ -40,6 +40,9 @@ var nfsCases = []nfsCase{
 // samples holds each figure's value per round, by key.
 type samples map[string][]float64
 
+// compare is the compare command: it starts the servers, runs every
+// case against each of them and the plain benches, round after round,
+// and prints the figures and their ratios.
 func compare(args []string) error {
 	fs := flag.NewFlagSet("compare", flag.ExitOnError)
 	rounds := fs.Int("rounds", 5, "rounds; every case runs once per round against every server")
@@ -80,63 +83,110 @@ func compare(args []string) error {
 	if err := fillFile(filepath.Join(*dir, "rpcrdma-nfs-bench.dat"), n); err != nil {
 		return err
 	}
-	ports, err := freePorts(6)
+	servers, plainAddr, stop, err := startServers(*bin, self, *dir, crcFlag)
 	if err != nil {
 		return err
 	}
-	ours := exec.Command(*bin, "nfs", "serve", "--log-level", "warn",
-		"--tcp", "127.0.0.1:"+ports[0], "--rdma", "127.0.0.1:"+ports[1], *dir)
-	theirs := exec.Command(self, "serve", "-addr", "127.0.0.1:"+ports[2], *dir)
-	plain := exec.Command(*bin, "serve", "--log-level", "warn", "--listen", "127.0.0.1:"+ports[3])
-	nodata := exec.Command(self, "serve-nodata", "-tcp", "127.0.0.1:"+ports[4], "-rdma", "127.0.0.1:"+ports[5], *dir)
-	for _, c := range []*exec.Cmd{ours, theirs, plain, nodata} {
-		c.Stderr = os.Stderr
-		if err := c.Start(); err != nil {
+	defer stop()
+	fmt.Fprintf(os.Stderr, "%d rounds of %d cases against %d servers and rpcrdma bench, %v each, on %s\n",
+		*rounds, len(nfsCases), len(servers), *duration, *dir)
+	b := benchSetup{bin: *bin, duration: *duration, size: *size, crcFlag: crcFlag}
+	s := samples{}
+	for r := range *rounds {
+		if err := b.round(s, r, servers, plainAddr); err != nil {
 			return err
 		}
-		defer func() { c.Process.Kill(); c.Wait() }()
+		fmt.Fprintf(os.Stderr, "round %d of %d done\n", r+1, *rounds)
+	}
+	report(s, servers)
+	return nil
+}
+
+// startServers starts, on ports of their own on 127.0.0.1, rpcrdma nfs
+// serve (bin) over TCP and RDMA, go-nfs and the NFS server that copies
+// no file data (self), all serving dir, and rpcrdma serve for the plain
+// bench. Once all listen it returns the NFS servers as rpcrdma nfs bench
+// reaches them (with crcFlag over RDMA), the address of rpcrdma serve,
+// and stop, which kills them all; on failure it has killed those it
+// started.
+func startServers(bin, self, dir string, crcFlag []string) (servers []server, plainAddr string, stop func(), err error) {
+	ports, err := freePorts(6)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cmds := []*exec.Cmd{
+		exec.Command(bin, "nfs", "serve", "--log-level", "warn",
+			"--tcp", "127.0.0.1:"+ports[0], "--rdma", "127.0.0.1:"+ports[1], dir),
+		exec.Command(self, "serve", "-addr", "127.0.0.1:"+ports[2], dir),
+		exec.Command(bin, "serve", "--log-level", "warn", "--listen", "127.0.0.1:"+ports[3]),
+		exec.Command(self, "serve-nodata", "-tcp", "127.0.0.1:"+ports[4], "-rdma", "127.0.0.1:"+ports[5], dir),
+	}
+	var started []*exec.Cmd
+	stop = func() {
+		for _, c := range slices.Backward(started) {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}
+	for _, c := range cmds {
+		c.Stderr = os.Stderr
+		if err := c.Start(); err != nil {
+			stop()
+			return nil, "", nil, err
+		}
+		started = append(started, c)
 	}
 	for _, p := range ports {
 		if err := waitListening("127.0.0.1:" + p); err != nil {
-			return err
+			stop()
+			return nil, "", nil, err
 		}
 	}
-	servers := []server{
+	servers = []server{
 		{"rpcrdma nfs serve, RDMA", append(crcFlag, "--transport", "rdma", "--nfs-port", ports[1], "--mount-port", ports[0], "127.0.0.1:/export")},
 		{"rpcrdma nfs serve, TCP", []string{"--transport", "tcp", "--nfs-port", ports[0], "127.0.0.1:/export"}},
 		{"go-nfs, TCP", []string{"--transport", "tcp", "--nfs-port", ports[2], "--export", "/", "127.0.0.1:/"}},
 		{"rpcrdma nfs, RDMA, file data not copied", append(crcFlag, "--transport", "rdma", "--nfs-port", ports[5], "--mount-port", ports[4], "127.0.0.1:/export")},
 	}
-	fmt.Fprintf(os.Stderr, "%d rounds of %d cases against %d servers and rpcrdma bench, %v each, on %s\n",
-		*rounds, len(nfsCases), len(servers), *duration, *dir)
-	s := samples{}
-	for r := range *rounds {
-		// Rotate the servers' order each round, so that none is always
-		// measured first or right after the plain bench.
-		order := slices.Clone(servers)
-		for range r % len(order) {
-			order = append(order[1:], order[0])
-		}
-		for _, b := range []struct{ key, connect string }{{"plain", ""}, {"served", "127.0.0.1:" + ports[3]}} {
-			w, rd, err := plainBench(*bin, b.connect, *duration, crcFlag)
-			if err != nil {
-				return err
-			}
-			s.add(b.key+" WRITE", w)
-			s.add(b.key+" READ", rd)
-		}
-		for _, sv := range order {
-			for _, c := range nfsCases {
-				v, err := nfsBench(*bin, sv, c, *duration, *size)
-				if err != nil {
-					return fmt.Errorf("%s against %s: %w", c.name, sv.name, err)
-				}
-				s.add(c.name+"|"+sv.name, v)
-			}
-		}
-		fmt.Fprintf(os.Stderr, "round %d of %d done\n", r+1, *rounds)
+	return servers, "127.0.0.1:" + ports[3], stop, nil
+}
+
+// benchSetup is what every bench of a compare run shares: the rpcrdma
+// command, each case's measuring time, the file's size, and the CRC flag
+// for RDMA.
+type benchSetup struct {
+	bin      string
+	duration time.Duration
+	size     string
+	crcFlag  []string
+}
+
+// round runs round r into s: the plain bench, alone and against
+// rpcrdma serve at plainAddr, then every case against every server.
+func (b benchSetup) round(s samples, r int, servers []server, plainAddr string) error {
+	// Rotate the servers' order each round, so that none is always
+	// measured first or right after the plain bench.
+	order := slices.Clone(servers)
+	for range r % len(order) {
+		order = append(order[1:], order[0])
 	}
-	report(s, servers)
+	for _, p := range []struct{ key, connect string }{{"plain", ""}, {"served", plainAddr}} {
+		w, rd, err := plainBench(b.bin, p.connect, b.duration, b.crcFlag)
+		if err != nil {
+			return err
+		}
+		s.add(p.key+" WRITE", w)
+		s.add(p.key+" READ", rd)
+	}
+	for _, sv := range order {
+		for _, c := range nfsCases {
+			v, err := nfsBench(b.bin, sv, c, b.duration, b.size)
+			if err != nil {
+				return fmt.Errorf("%s against %s: %w", c.name, sv.name, err)
+			}
+			s.add(c.name+"|"+sv.name, v)
+		}
+	}
 	return nil
 }
 
