@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
@@ -245,7 +247,7 @@ func (f *nfsFlags) mountRemote(ctx context.Context, r remote, conns *[]*rpcrdma.
 	if export == "" {
 		var err error
 		if export, err = nfs.FindExport(ctx, mountAddr, r.path); err != nil {
-			return nil, "", err
+			return nil, "", f.mountHint(err, mountAddr)
 		}
 	} else if !nfs.InExport(r.path, export) {
 		return nil, "", fmt.Errorf("%s is not in --export %s", r.path, export)
@@ -257,9 +259,21 @@ func (f *nfsFlags) mountRemote(ctx context.Context, r remote, conns *[]*rpcrdma.
 	c, err := nfs.Mount(ctx, nfs.MountConfig{MountAddr: mountAddr, Export: export, Dial: dial, Cred: f.cred(),
 		Reconnect: rpc.ReconnectConfig{Attempts: 3}})
 	if err != nil {
-		return nil, "", err
+		return nil, "", f.mountHint(err, mountAddr)
 	}
 	return c, strings.TrimPrefix(r.path, export), nil
+}
+
+// mountHint says what to do when nothing answers MOUNT at addr (err is a
+// refused connection): where its port came from, and how to give it.
+func (f *nfsFlags) mountHint(err error, addr string) error {
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return err
+	}
+	if f.mountPort != 0 {
+		return fmt.Errorf("no MOUNT service at %s (--mount-port): %w", addr, err)
+	}
+	return fmt.Errorf("no MOUNT service at %s, the default port (no portmapper told another): give its port with --mount-port (nfs serve prints it), or use --vers 4.1, which needs no MOUNT: %w", addr, err)
 }
 
 var errNotRemote = usagef("want HOST:/export/path, HOST:PORT:/export/path or [IPV6]:PORT:/export/path")

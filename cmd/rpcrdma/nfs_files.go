@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"io/fs"
 	"path"
+	"strings"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
@@ -99,12 +101,18 @@ func remoteFileCmd(parent context.Context, name string, args []string, stderr io
 		return nil, err
 	}
 	rf := &remoteFile{ctx: ctx, parent: parent, cancel: cancel}
+	dirOnly := false // a path ending in "/" names a directory, as in POSIX path resolution
 	if r, ok := parseRemote(rest[0]); ok {
 		rf.full = path.Clean(r.path)
+		dirOnly = strings.HasSuffix(r.path, "/") && rf.full != "/"
 	}
 	if rf.fsys, rf.path, rf.h, rf.info, rf.closeFn, err = f.lookupRemote(ctx, rest[0]); err != nil {
 		cancel()
 		return nil, err
+	}
+	if dirOnly && !rf.info.IsDir() && !rf.info.IsLink() {
+		rf.close()
+		return nil, fmt.Errorf("%s/: not a directory", rf.full)
 	}
 	return rf, nil
 }

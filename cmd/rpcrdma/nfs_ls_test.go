@@ -42,6 +42,16 @@ func TestNFSLs(t *testing.T) {
 	if strings.Contains(out, "\x1b") {
 		t.Error("ls printed an escape sequence from a file name")
 	}
+	// A file named with a trailing slash is not a directory, as for
+	// ls(1) and cat(1).
+	for _, cmd := range []string{"ls", "cat"} {
+		if _, errOut, code := s.nfsRun(t, cmd, "127.0.0.1:/export/a/"); code != 1 || !strings.Contains(errOut, "/export/a/: not a directory") {
+			t.Errorf("%s of a file with a trailing slash: exit %d, %q; want 1 and not a directory", cmd, code, errOut)
+		}
+	}
+	if _, errOut, code := s.nfsRun(t, "ls", "127.0.0.1:/export/d/"); code != 0 {
+		t.Errorf("ls of a directory with a trailing slash: exit %d %s", code, errOut)
+	}
 	out, _, _ = s.nfsRun(t, "ls", "-R", "-h", "127.0.0.1:/export")
 	if !regexp.MustCompile(`(?s)^/export:\n.*\n\n/export/d:\n.* 3\.0M .* big\n.*\n\n/export/d/e:\n$`).MatchString(out) {
 		t.Errorf("ls -R -h:\n%s", out)

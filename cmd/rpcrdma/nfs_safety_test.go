@@ -466,6 +466,19 @@ func TestNFSRemoteWithPort(t *testing.T) {
 		}
 	}
 
+	// Nothing at the MOUNT port: the error says where it looked and how
+	// to give the port.
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, freePort, _ := net.SplitHostPort(closed.Addr().String())
+	closed.Close()
+	_, errOut, code := rpcrdmaCmd(t, 30*time.Second, "nfs", "cat", "--rpcbind-port", "0", "--mount-port", freePort, "127.0.0.1:"+s.rdmaPort+":/export/f")
+	if want := "no MOUNT service at 127.0.0.1:" + freePort + " (--mount-port)"; code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("cat with nothing at --mount-port: exit %d, %q; want 1 and %q", code, errOut, want)
+	}
+
 	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
 		t.Skipf("no IPv6 loopback: %v", err)
 	} else {
