@@ -153,41 +153,76 @@ func WriteDemo(w io.Writer) (*Demo, error) {
 		Frames:  map[string]int{},
 	}
 	p := NewPcap(w)
-	c := p.Connect(d.Client, d.Server)
-	send := func(name string, dir int, b []byte) {
-		d.Frames[name] = c.Send(dir, b)
-		d.Stream0[dir] = append(d.Stream0[dir], b...)
-	}
-	const crc = true
+	s := &demoStream{d: d, c: p.Connect(d.Client, d.Server)}
 	pd := wire.PrivateData{RemoteInvalidation: true, SendSize: 4096, ReceiveSize: 4096}.Append(nil)
-	send("request", 0, FrameBytes(mpa.Frame{Kind: mpa.Request, Flags: mpa.FlagCRC | mpa.FlagEnhanced, Rev: 2,
+	s.send("request", 0, FrameBytes(mpa.Frame{Kind: mpa.Request, Flags: mpa.FlagCRC | mpa.FlagEnhanced, Rev: 2,
 		IRDORD: mpa.IRDORD{IRD: 16, ORD: 16}, PrivateData: pd}))
-	send("reply", 1, FrameBytes(mpa.Frame{Kind: mpa.Reply, Flags: mpa.FlagCRC | mpa.FlagEnhanced, Rev: 2,
+	s.send("reply", 1, FrameBytes(mpa.Frame{Kind: mpa.Reply, Flags: mpa.FlagCRC | mpa.FlagEnhanced, Rev: 2,
 		IRDORD: mpa.IRDORD{IRD: 16, ORD: 8}, PrivateData: pd}))
 
 	fh := xdr.AppendOpaque(nil, bytes.Repeat([]byte{0xfe}, 32))
 	data := bytes.Repeat([]byte("0123456789abcdef"), DataLen/16)
+	s.write(fh, data)
+	s.read(fh, data)
+	if err := s.getattr(fh); err != nil {
+		return nil, err
+	}
+	s.versions()
+	term := ddp.Segment{Header: ddp.Untagged(ddp.OpTerminate, true, ddp.QNTerminate, 1, 0),
+		Terminate: ddp.Terminate{Cause: ddp.CauseRDMAPUnexpectedOpcode, HdrCt: ddp.HdrCtM | ddp.HdrCtD, Layout: ddp.LayoutRFC,
+			SegmentLen: 100, DDPHeader: ddp.Untagged(ddp.OpSend, true, ddp.QNSend, 6, 0)}}
+	s.send("terminate", 1, FPDU(demoCRC, &term))
 
-	// NFSv3 WRITE (RFC 1813 section 3.3.7): fh, offset, count, stable,
-	// data; the data travels in a read chunk, so the inline message stops
-	// after its length word, which is the chunk's position.
+	writeSecondDemoConn(d, p.Connect(d.Client2, d.Server2))
+	return d, p.Err()
+}
+
+// demoCRC is whether the demo's first connection runs with MPA CRC.
+const demoCRC = true
+
+// demoStream writes the steps of the demo's first connection.
+type demoStream struct {
+	d *Demo
+	c *Conn
+}
+
+// send writes b in direction dir as the step name.
+func (s *demoStream) send(name string, dir int, b []byte) {
+	s.d.Frames[name] = s.c.Send(dir, b)
+	s.d.Stream0[dir] = append(s.d.Stream0[dir], b...)
+}
+
+// sendRPC writes msg, an RPC-over-RDMA message, as the step name: one
+// Send of opcode op (MSN msn) in direction dir.
+func (s *demoStream) sendRPC(name string, dir int, op ddp.Opcode, msn uint32, msg []byte) {
+	s.send(name, dir, FPDUs(demoCRC, SendSegments(op, msn, msg, 1<<16)))
+}
+
+// write is the NFSv3 WRITE of data to the file fh (RFC 1813 section
+// 3.3.7): the call, with a read list (the data), a write list and a
+// reply chunk; the server's RDMA Read of the data; the reply, which
+// echoes the write chunk with length 0.
+func (s *demoStream) write(fh, data []byte) {
+	// WRITE3args: fh, offset, count, stable, data; the data travels in a
+	// read chunk, so the inline message stops after its length word,
+	// which is the chunk's position.
 	args := append(bytes.Clone(fh), 0, 0, 0, 0, 0, 0, 0, 0)
 	args = xdr.AppendUint32(args, DataLen)
 	args = xdr.AppendUint32(args, 2) // FILE_SYNC
 	args = xdr.AppendUint32(args, DataLen)
 	call := Call(XIDWrite, NFSProg, NFSv3, NFSWrite, nil, args)
-	d.WritePosition = uint32(len(call))
+	s.d.WritePosition = uint32(len(call))
 	h := &wire.Header{XID: XIDWrite, Vers: wire.Version1, Credits: Credits, Proc: wire.RDMA_MSG}
-	h.Chunks.Reads = wire.ReadList{{Position: d.WritePosition, Segment: wire.Segment{Handle: ReadChunkHandle, Length: DataLen, Offset: ReadChunkOffset}}}
+	h.Chunks.Reads = wire.ReadList{{Position: s.d.WritePosition, Segment: wire.Segment{Handle: ReadChunkHandle, Length: DataLen, Offset: ReadChunkOffset}}}
 	h.Chunks.Writes = wire.WriteList{{{Handle: WriteChunkHandle, Length: 4096, Offset: WriteChunkOffset}}}
 	h.Chunks.Reply = wire.ReplyChunk{Present: true, Chunk: wire.WriteChunk{{Handle: ReplyChunkHandle, Length: 1024, Offset: ReplyChunkOffset}}}
-	send("write-call", 0, FPDUs(crc, SendSegments(ddp.OpSend, 1, RPCRDMA(h, call), 1<<16)))
+	s.sendRPC("write-call", 0, ddp.OpSend, 1, RPCRDMA(h, call))
 
 	rr := ddp.Segment{Header: ddp.Untagged(ddp.OpRDMAReadRequest, true, ddp.QNReadRequest, 1, 0),
 		ReadRequest: ddp.ReadRequest{SinkSTag: ReadSinkSTag, SinkTO: 0, Size: DataLen, SourceSTag: ReadChunkHandle, SourceTO: ReadChunkOffset}}
-	send("read-request", 1, FPDU(crc, &rr))
+	s.send("read-request", 1, FPDU(demoCRC, &rr))
 	resp := ddp.Segment{Header: ddp.Tagged(ddp.OpRDMAReadResponse, true, ReadSinkSTag, 0), Payload: data}
-	send("read-response", 0, FPDU(crc, &resp))
+	s.send("read-response", 0, FPDU(demoCRC, &resp))
 
 	// WRITE3res: status, wcc_data (two absent attributes), count,
 	// committed, verifier.
@@ -199,69 +234,78 @@ func WriteDemo(w io.Writer) (*Demo, error) {
 	res = append(res, "verifier"...)
 	h = &wire.Header{XID: XIDWrite, Vers: wire.Version1, Credits: Credits, Proc: wire.RDMA_MSG}
 	h.Chunks.Writes = wire.WriteList{{{Handle: WriteChunkHandle, Length: 0, Offset: WriteChunkOffset}}}
-	send("write-reply", 1, FPDUs(crc, SendSegments(ddp.OpSend, 1, RPCRDMA(h, Reply(XIDWrite, res)), 1<<16)))
+	s.sendRPC("write-reply", 1, ddp.OpSend, 1, RPCRDMA(h, Reply(XIDWrite, res)))
+}
 
-	// NFSv3 READ: fh, offset, count; the result's data goes to a write
-	// chunk.
-	args = append(bytes.Clone(fh), 0, 0, 0, 0, 0, 0, 0, 0)
+// read is the NFSv3 READ of data from the file fh: the call, with a
+// write chunk for the result's data; the server's RDMA Write of the data
+// into it; the reply, which lists the chunk.
+func (s *demoStream) read(fh, data []byte) {
+	// READ3args: fh, offset, count.
+	args := append(bytes.Clone(fh), 0, 0, 0, 0, 0, 0, 0, 0)
 	args = xdr.AppendUint32(args, DataLen)
-	h = &wire.Header{XID: XIDRead, Vers: wire.Version1, Credits: Credits, Proc: wire.RDMA_MSG}
+	h := &wire.Header{XID: XIDRead, Vers: wire.Version1, Credits: Credits, Proc: wire.RDMA_MSG}
 	h.Chunks.Writes = wire.WriteList{{{Handle: ReadResultHandle, Length: DataLen, Offset: ReadResultOffset}}}
-	send("read-call", 0, FPDUs(crc, SendSegments(ddp.OpSend, 2, RPCRDMA(h, Call(XIDRead, NFSProg, NFSv3, NFSRead, nil, args)), 1<<16)))
+	s.sendRPC("read-call", 0, ddp.OpSend, 2, RPCRDMA(h, Call(XIDRead, NFSProg, NFSv3, NFSRead, nil, args)))
 	wr := ddp.Segment{Header: ddp.Tagged(ddp.OpRDMAWrite, true, ReadResultHandle, ReadResultOffset), Payload: data}
-	send("rdma-write", 1, FPDU(crc, &wr))
+	s.send("rdma-write", 1, FPDU(demoCRC, &wr))
 	// READ3res, reduced: status, post_op_attr absent, count, eof, data
 	// length (the data is in the write chunk).
-	res = xdr.AppendUint32(nil, 0)
+	res := xdr.AppendUint32(nil, 0)
 	res = xdr.AppendUint32(res, 0)
 	res = xdr.AppendUint32(res, DataLen)
 	res = xdr.AppendUint32(res, 1)
 	res = xdr.AppendUint32(res, DataLen)
 	h = &wire.Header{XID: XIDRead, Vers: wire.Version1, Credits: Credits, Proc: wire.RDMA_MSG}
 	h.Chunks.Writes = wire.WriteList{{{Handle: ReadResultHandle, Length: DataLen, Offset: ReadResultOffset}}}
-	send("read-reply", 1, FPDUs(crc, SendSegments(ddp.OpSend, 2, RPCRDMA(h, Reply(XIDRead, res)), 1<<16)))
+	s.sendRPC("read-reply", 1, ddp.OpSend, 2, RPCRDMA(h, Reply(XIDRead, res)))
+}
 
-	// GETATTR with AUTH_SYS, split over three DDP segments.
+// getattr is the NFSv3 GETATTR of fh with AUTH_SYS, its call one Send
+// split over three DDP segments (the first two FPDUs in one TCP segment),
+// its reply a Send with Invalidate.
+func (s *demoStream) getattr(fh []byte) error {
 	sys := rpc.AuthSysParms{Stamp: 1, MachineName: "client", UID: 1000, GID: 1000, GIDs: []uint32{1000, 10}}
 	cred, err := sys.Cred()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	h = &wire.Header{XID: XIDGetattr, Vers: wire.Version1, Credits: Credits, Proc: wire.RDMA_MSG}
+	h := &wire.Header{XID: XIDGetattr, Vers: wire.Version1, Credits: Credits, Proc: wire.RDMA_MSG}
 	msg := RPCRDMA(h, Call(XIDGetattr, NFSProg, NFSv3, NFSGetattr, &cred, fh))
 	segs := SendSegments(ddp.OpSend, 3, msg, (len(msg)/3+4)&^3)
 	if len(segs) != 3 {
 		panic("tracetest: GETATTR not split in 3")
 	}
-	send("getattr-call-1", 0, FPDUs(crc, segs[:2]))
-	send("getattr-call-2", 0, FPDUs(crc, segs[2:]))
+	s.send("getattr-call-1", 0, FPDUs(demoCRC, segs[:2]))
+	s.send("getattr-call-2", 0, FPDUs(demoCRC, segs[2:]))
 	// GETATTR3res: status, fattr3 (84 bytes, a regular file).
-	res = xdr.AppendUint32(nil, 0)
+	res := xdr.AppendUint32(nil, 0)
 	res = xdr.AppendUint32(res, 1)
 	res = append(res, make([]byte, 80)...)
 	h = &wire.Header{XID: XIDGetattr, Vers: wire.Version1, Credits: Credits, Proc: wire.RDMA_MSG}
 	segs = SendSegments(ddp.OpSendInvalidate, 3, RPCRDMA(h, Reply(XIDGetattr, res)), 1<<16)
 	segs[0].InvalidateSTag = ReadChunkHandle
-	send("getattr-reply", 1, FPDUs(crc, segs))
+	s.send("getattr-reply", 1, FPDUs(demoCRC, segs))
+	return nil
+}
 
-	// A Version 3 header, answered with ERR_VERS.
-	h = &wire.Header{XID: XIDV3, Vers: 3, Credits: Credits, Proc: wire.RDMA_MSG}
-	send("v3-call", 0, FPDUs(crc, SendSegments(ddp.OpSend, 4, RPCRDMA(h, Call(XIDV3, NFSProg, NFSv3, 0, nil, nil)), 1<<16)))
+// versions is a Version 3 header, answered with ERR_VERS, then a
+// Version Two call and its reply, a Send with Solicited Event.
+func (s *demoStream) versions() {
+	h := &wire.Header{XID: XIDV3, Vers: 3, Credits: Credits, Proc: wire.RDMA_MSG}
+	s.sendRPC("v3-call", 0, ddp.OpSend, 4, RPCRDMA(h, Call(XIDV3, NFSProg, NFSv3, 0, nil, nil)))
 	h = &wire.Header{XID: XIDV3, Vers: wire.Version1, Credits: Credits, Proc: wire.RDMA_ERROR, Error: wire.ErrorBody{Code: wire.ErrVers, Low: 1, High: 2}}
-	send("err-vers", 1, FPDUs(crc, SendSegments(ddp.OpSend, 4, h.Append(nil), 1<<16)))
+	s.sendRPC("err-vers", 1, ddp.OpSend, 4, h.Append(nil))
 
-	// Version Two, the reply as a Send with Solicited Event.
 	h = &wire.Header{XID: XIDV2, Vers: wire.Version2, Credits: Credits, Proc: wire.RDMA_MSG}
-	send("v2-call", 0, FPDUs(crc, SendSegments(ddp.OpSend, 5, RPCRDMA(h, Call(XIDV2, NFSProg, 4, 0, nil, nil)), 1<<16)))
-	send("v2-reply", 1, FPDUs(crc, SendSegments(ddp.OpSendSE, 5, RPCRDMA(h, Reply(XIDV2, nil)), 1<<16)))
+	s.sendRPC("v2-call", 0, ddp.OpSend, 5, RPCRDMA(h, Call(XIDV2, NFSProg, 4, 0, nil, nil)))
+	s.sendRPC("v2-reply", 1, ddp.OpSendSE, 5, RPCRDMA(h, Reply(XIDV2, nil)))
+}
 
-	term := ddp.Segment{Header: ddp.Untagged(ddp.OpTerminate, true, ddp.QNTerminate, 1, 0),
-		Terminate: ddp.Terminate{Cause: ddp.CauseRDMAPUnexpectedOpcode, HdrCt: ddp.HdrCtM | ddp.HdrCtD, Layout: ddp.LayoutRFC,
-			SegmentLen: 100, DDPHeader: ddp.Untagged(ddp.OpSend, true, ddp.QNSend, 6, 0)}}
-	send("terminate", 1, FPDU(crc, &term))
-
-	// The second connection.
-	c = p.Connect(d.Client2, d.Server2)
+// writeSecondDemoConn writes the demo's second connection on c: an MPA
+// Rev 1 handshake without CRC or private data, a Send that is not
+// RPC-over-RDMA, and a Terminate in the Linux siw layout.
+func writeSecondDemoConn(d *Demo, c *Conn) {
 	d.Frames["request2"] = c.Send(0, FrameBytes(mpa.Frame{Kind: mpa.Request, Rev: 1}))
 	d.Frames["reply2"] = c.Send(1, FrameBytes(mpa.Frame{Kind: mpa.Reply, Rev: 1}))
 	hello := ddp.Segment{Header: ddp.Untagged(ddp.OpSend, true, ddp.QNSend, 1, 0), Payload: []byte("hello, iWARP")}
@@ -270,5 +314,4 @@ func WriteDemo(w io.Writer) (*Demo, error) {
 		Terminate: ddp.Terminate{Cause: ddp.CauseDDPUntaggedInvalidMSN, HdrCt: ddp.HdrCtM | ddp.HdrCtD, Layout: ddp.LayoutSiw,
 			SegmentLen: 12, DDPHeader: hello.Header}}
 	d.Frames["terminate2"] = c.Send(1, FPDU(false, &term2))
-	return d, p.Err()
 }
