@@ -408,6 +408,10 @@ func (p *Provider) Dial(ctx context.Context, addr string, cfg rdma.ConnConfig) (
 	return c, nil
 }
 
+// dial is one attempt of Dial, on an identifier and event channel of its
+// own: it resolves ap, sets the queue pair up for want clamped to the
+// device, connects, and settles IRD and ORD from the reply. On failure
+// what it made is destroyed.
 func (p *Provider) dial(ctx context.Context, ap netip.AddrPort, want rdma.Depths, cfg rdma.ConnConfig) (*Conn, error) {
 	ch, err := p.newChannel()
 	if err != nil {
@@ -426,25 +430,7 @@ func (p *Provider) dial(ctx context.Context, ap netip.AddrPort, want rdma.Depths
 			c.destroy()
 		}
 	}()
-	timeout := p.opts.ResolveTimeout
-	if d, has := ctx.Deadline(); has {
-		timeout = min(timeout, time.Until(d))
-	}
-	ms := C.int(max(timeout.Milliseconds(), 1))
-	fam, hi, lo, port := sockaddr(ap)
-	if rc := C.shim_resolve_addr(id, fam, hi, lo, port, ms); rc < 0 {
-		return nil, fmt.Errorf("rdma_resolve_addr: %w", errnoErr(rc))
-	}
-	if _, err := expect(ctx, ch, C.RDMA_CM_EVENT_ADDR_RESOLVED, "resolve address"); err != nil {
-		return nil, err
-	}
-	if err := p.checkDevice(id); err != nil {
-		return nil, err
-	}
-	if r, err := C.rdma_resolve_route(id, ms); r != 0 {
-		return nil, fmt.Errorf("rdma_resolve_route: %w", err)
-	}
-	if _, err := expect(ctx, ch, C.RDMA_CM_EVENT_ROUTE_RESOLVED, "resolve route"); err != nil {
+	if err := p.resolve(ctx, ch, id, ap); err != nil {
 		return nil, err
 	}
 	dev, err := queryDevice(id)
@@ -466,16 +452,76 @@ func (p *Provider) dial(ctx context.Context, ap netip.AddrPort, want rdma.Depths
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
+	if err := established(&ev); err != nil {
+		return nil, err
+	}
+	d = settleDepths(dev, d, &ev)
+	c.peerPD = goBytes(&ev)
+	c.finish(dev, d)
+	if cfg.Prepare != nil {
+		if err := cfg.Prepare(c); err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+	}
+	c.start()
+	ok = true
+	return c, nil
+}
+
+// consumerReject is the status rdma_cm reports on the initiator when the
+// responder's consumer called rdma_reject (IB_CM_REJ_CONSUMER_DEFINED, and
+// ECONNREFUSED on iWARP).
+const consumerReject = 28
+
+// resolve resolves ap and the route to it on id, whose events come on
+// ch, within Options.ResolveTimeout and ctx's deadline, and checks the
+// device it resolved to (checkDevice).
+func (p *Provider) resolve(ctx context.Context, ch *channel, id *C.struct_rdma_cm_id, ap netip.AddrPort) error {
+	timeout := p.opts.ResolveTimeout
+	if d, has := ctx.Deadline(); has {
+		timeout = min(timeout, time.Until(d))
+	}
+	ms := C.int(max(timeout.Milliseconds(), 1))
+	fam, hi, lo, port := sockaddr(ap)
+	if rc := C.shim_resolve_addr(id, fam, hi, lo, port, ms); rc < 0 {
+		return fmt.Errorf("rdma_resolve_addr: %w", errnoErr(rc))
+	}
+	if _, err := expect(ctx, ch, C.RDMA_CM_EVENT_ADDR_RESOLVED, "resolve address"); err != nil {
+		return err
+	}
+	if err := p.checkDevice(id); err != nil {
+		return err
+	}
+	if r, err := C.rdma_resolve_route(id, ms); r != 0 {
+		return fmt.Errorf("rdma_resolve_route: %w", err)
+	}
+	if _, err := expect(ctx, ch, C.RDMA_CM_EVENT_ROUTE_RESOLVED, "resolve route"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// established returns nil if ev, the event that answers rdma_connect,
+// reports the connection established, an *rdma.RejectError with the
+// private data if the peer's consumer rejected it, and an error that
+// says why otherwise.
+func established(ev *C.struct_shim_event) error {
 	switch ev._type {
 	case C.RDMA_CM_EVENT_ESTABLISHED:
+		return nil
 	case C.RDMA_CM_EVENT_REJECTED:
 		if ev.status == C.int(consumerReject) || ev.pd_len > 0 {
-			return nil, &rdma.RejectError{PrivateData: goBytes(&ev)}
+			return &rdma.RejectError{PrivateData: goBytes(ev)}
 		}
-		return nil, fmt.Errorf("connect: rejected by the peer's CM (status %d): %w", int(ev.status), rdma.ErrRejected)
+		return fmt.Errorf("connect: rejected by the peer's CM (status %d): %w", int(ev.status), rdma.ErrRejected)
 	default:
-		return nil, fmt.Errorf("connect: rdma_cm %s (status %d)", eventName(ev._type), int(ev.status))
+		return fmt.Errorf("connect: rdma_cm %s (status %d)", eventName(ev._type), int(ev.status))
 	}
+}
+
+// settleDepths returns the depths d, which an initiator on dev asked
+// for, as the established event ev leaves them.
+func settleDepths(dev device, d rdma.Depths, ev *C.struct_shim_event) rdma.Depths {
 	// RFC 6581 section 9.1, from the responder's reply, which rdma_cm
 	// reports from this side's view: initiator_depth is the responder's
 	// IRD, responder_resources its ORD.
@@ -496,22 +542,8 @@ func (p *Provider) dial(ctx context.Context, ap netip.AddrPort, want rdma.Depths
 		}
 		d.IRD = max(d.IRD, min(int(ev.responder_resources), dev.maxIRD))
 	}
-	c.peerPD = goBytes(&ev)
-	c.finish(dev, d)
-	if cfg.Prepare != nil {
-		if err := cfg.Prepare(c); err != nil {
-			return nil, fmt.Errorf("prepare: %w", err)
-		}
-	}
-	c.start()
-	ok = true
-	return c, nil
+	return d
 }
-
-// consumerReject is the status rdma_cm reports on the initiator when the
-// responder's consumer called rdma_reject (IB_CM_REJ_CONSUMER_DEFINED, and
-// ECONNREFUSED on iWARP).
-const consumerReject = 28
 
 // goBytes copies an event's private data.
 func goBytes(ev *C.struct_shim_event) []byte {
