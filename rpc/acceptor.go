@@ -44,8 +44,15 @@ func (s *Server) ServeAcceptor(a Acceptor) error {
 		go s.serveConn(sc)
 	}
 
+	return s.leave(func() { delete(s.listeners, a) }, err)
+}
+
+// leave runs remove, which takes a connection or a listener out of the
+// server's tables, under s.mu, and returns what serving it returns: err,
+// or ErrServerClosed once the server is closing.
+func (s *Server) leave(remove func(), err error) error {
 	s.mu.Lock()
-	delete(s.listeners, a)
+	remove()
 	closing := s.closing
 	s.checkIdle()
 	s.mu.Unlock()

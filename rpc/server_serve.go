@@ -272,15 +272,7 @@ func (s *Server) endConn(sc *serverConn, wg *sync.WaitGroup, err error) error {
 		release(m)
 	}
 
-	s.mu.Lock()
-	delete(s.conns, sc)
-	closing := s.closing
-	s.checkIdle()
-	s.mu.Unlock()
-	if closing {
-		return ErrServerClosed
-	}
-	return err
+	return s.leave(func() { delete(s.conns, sc) }, err)
 }
 
 // worker answers m, then the calls the loop hands it, until there are
