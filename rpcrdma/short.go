@@ -388,10 +388,11 @@ func (c *Conn) awaitTurn(back chan struct{}) {
 // After a message whose read chunks are to be pulled, it waits once with
 // the section closed: the provider's own receive goroutine then reads the
 // Read Responses, bulk data that arrives while this goroutine would be
-// busy with other work. WaitDirect does the same by itself for Reads
-// already posted when it begins; the Reads of a call are posted later, by
-// a side goroutine (startPull), after this goroutine has gone back to its
-// wait.
+// busy with other work. WaitDirect does the same by itself for Reads it
+// sees posted, but the Reads of a call are posted by a side goroutine
+// (startPull) once this goroutine is back in its wait, perhaps reading
+// the socket already; closing the section first leaves the socket to the
+// receive goroutine from the start.
 func (c *Conn) waitTurn(ctx context.Context, cs []rdma.Completion) (int, error) {
 	pull := c.pullSoon.Swap(false)
 	if !c.dirOpen {
