@@ -49,6 +49,7 @@ import (
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rdma/internal/wq"
+	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp/ddp"
 )
 
 const (
@@ -519,10 +520,22 @@ func (c *Conn) readDirect(boundary bool) {
 		}
 		c.dirReads.Add(1)
 		c.rx.yield = false // the owner writes a Read Response itself, next
-		if i+1 == directBatch || c.rxEmpty() {
+		if i+1 == directBatch || c.rxEmpty() || c.nextIsReadResponse() {
 			return
 		}
 	}
+}
+
+// nextIsReadResponse reports whether the next FPDU buffered is an RDMA
+// Read Response: bulk data the owner leaves to the reader goroutine, which
+// its wait hands the socket to once it sees the Read outstanding
+// (WaitDirect).
+func (c *Conn) nextIsReadResponse() bool {
+	if c.br.Buffered() < 4 {
+		return false
+	}
+	b, _ := c.br.Peek(4)
+	return ddp.RDMAPControl(b[3]).Opcode() == ddp.OpRDMAReadResponse
 }
 
 // endByStream ends c after a read on the owner's goroutine failed with

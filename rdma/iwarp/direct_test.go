@@ -271,6 +271,51 @@ func TestDirectReadLeftToReader(t *testing.T) {
 	}
 }
 
+// TestDirectReadPostedDuringWait: an RDMA Read that another goroutine
+// posts while the owner is already blocked reading the socket (rpcrdma
+// posts a call's Reads from a side goroutine) also leaves its Read
+// Responses to the reader goroutine: the owner reads at most the FPDU it
+// was in when the Read was posted, and the data arrives whole.
+func TestDirectReadPostedDuringWait(t *testing.T) {
+	rdmatest.CheckGoroutines(t)
+	a, b := directPair(t)
+	const n = 1 << 20
+	src := rdmatest.Alloc(t, b, n, rdma.AccessRemoteRead)
+	for i := range src.Bytes() {
+		src.Bytes()[i] = byte(i * 5)
+	}
+	sink := rdmatest.Alloc(t, a, n, rdma.AccessLocalWrite)
+	parkReader(t, a, b)
+	a.BeginDirect()
+	defer a.EndDirect()
+	before := a.DirectReads()
+	got := make(chan rdma.Completion, 1)
+	go func() {
+		cs := make([]rdma.Completion, 1)
+		k, err := a.WaitDirect(rdmatest.Context(t, rdmatest.Config{}), cs)
+		if k != 1 || err != nil {
+			t.Errorf("WaitDirect: %d completions, %v", k, err)
+		}
+		got <- cs[0]
+	}()
+	waitFor(t, "the owner blocks in a read", func() bool { return a.dirState().reading })
+	rdmatest.Post(t, a, rdma.WorkRequest{ID: 3, Op: rdma.OpRead, Local: []rdma.SGE{rdmatest.Whole(sink)}, RemoteSTag: src.STag(), RemoteTO: src.TO()})
+	select {
+	case c := <-got:
+		rdmatest.Want(t, c, 3, rdma.OpRead, rdma.StatusSuccess, n)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Read's completion did not reach the owner")
+	}
+	for i, v := range sink.Bytes() {
+		if v != byte(i*5) {
+			t.Fatalf("byte %d read as %d, want %d", i, v, byte(i*5))
+		}
+	}
+	if r := a.DirectReads() - before; r > 1 {
+		t.Errorf("the owner read %d FPDUs of the Read Responses itself, want at most the one it was in when the Read was posted", r)
+	}
+}
+
 // TestDirectWaitDeadlineStands: the read deadline a wait under a ctx
 // that can end arms stands for the waits after it, instead of being set
 // and cleared around each, and a read that is not such a wait clears it
