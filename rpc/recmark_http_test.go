@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,4 +103,48 @@ func TestRecordReaderHTTP(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReconnectingClientOfHTTPServer: a reconnecting Client that reaches
+// an HTTP server gives up at once, instead of dialing the same server
+// again until its attempts run out.
+func TestReconnectingClientOfHTTPServer(t *testing.T) {
+	leaktest.Check(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Read(make([]byte, 512))
+			io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n400 Bad Request")
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := DialClient(ctx, ReconnectConfig{Attempts: 4, MinBackoff: time.Millisecond,
+		Dial: func(ctx context.Context) (Transport, error) { return DialTCP(ctx, l.Addr().String(), nil) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Null(ctx, 100003, 3)
+	if !errors.Is(err, ErrHTTP) || !strings.Contains(err.Error(), "is not an RPC server (it answered with HTTP)") {
+		t.Errorf("NULL to an HTTP server: %v; want it named not an RPC server", err)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("the Client dialed the HTTP server %d times, want once", n)
+	}
+	c.Close()
+	l.Close()
+	<-served
 }

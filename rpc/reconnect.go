@@ -55,7 +55,9 @@ type ReconnectConfig struct {
 	// fails, or when the peer closes the connection it made, with calls
 	// waiting, before answering anything (a hang-up). 0 means no limit on
 	// failed dials (a call then waits for a connection as long as its
-	// context allows), and gives up after 5 hang-ups in a row.
+	// context allows), and gives up after 5 hang-ups in a row. A peer
+	// that answered with HTTP (ErrHTTP) is no RPC server: the Client gives
+	// up at once.
 	Attempts int
 
 	// FailPending makes calls in flight when their connection is lost
@@ -173,6 +175,11 @@ func (re *reconnector) run(l *link) {
 		}
 		l.t.Close()
 		<-l.recvDone
+		if errors.Is(l.lostErr, ErrHTTP) {
+			// Not an RPC server: another dial reaches the same one.
+			c.fail(&ConnError{Err: unwrapConn(l.lostErr)})
+			return
+		}
 		switch {
 		case l.received.Load() > 0:
 			re.backoff.reset()
@@ -322,12 +329,19 @@ func (re *reconnector) givingUp() bool {
 	return re.hungUp >= defaultHangUps
 }
 
+// unwrapConn returns the cause of err if it is a *ConnError with one:
+// the Client's own error is a *ConnError itself.
+func unwrapConn(err error) error {
+	if ce, ok := errors.AsType[*ConnError](err); ok && ce.Err != nil {
+		return ce.Err
+	}
+	return err
+}
+
 // giveUpError returns the error the Client fails with when it gives up,
 // the last attempt having failed with err.
 func (re *reconnector) giveUpError(err error) error {
-	if ce, ok := errors.AsType[*ConnError](err); ok && ce.Err != nil {
-		err = ce.Err // the cause; the Client's error is a *ConnError itself
-	}
+	err = unwrapConn(err)
 	switch {
 	case re.hungUp == 0:
 		return fmt.Errorf("rpc: reconnecting: %d dials failed, the last with: %w", re.dialsFailed, err)
