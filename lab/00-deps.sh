@@ -23,11 +23,13 @@ echo "kernel: $KVER"
 # cpio for the initramfs; socat for qemu's guestfwd; python3 for guestctl.py
 # and the module closure; libibverbs-dev and libc6-dev so that a cgo test
 # binary (go test -c -tags verbs) can be built on the host and run in the
-# guest.
+# guest; fio, which 20-build-initramfs.sh copies into the guest with the
+# libraries it links (bench-nfs41.sh runs it against the guest kernel's
+# NFS client).
 $APT install -y --no-install-recommends \
     qemu-system-x86 "linux-headers-$KVER" linux-source-6.1 \
     busybox-static cpio xz-utils gzip socat python3 make gcc libc6-dev \
-    libibverbs-dev
+    libibverbs-dev fio
 
 # Guest: unpacked with dpkg -x by 20-build-initramfs.sh, never installed on
 # the host. The kernel, the NFS server and its libraries, then rdma-core:

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Build the guest: the Debian kernel (from the downloaded linux-image .deb)
 # and a busybox initramfs holding kmod, iproute2 (ip, ss, rdma), rpcbind,
-# nfs-utils, rdma-core (libraries, provider plug-ins, tools), perftest, the
-# kernel modules the lab needs and the out-of-tree siw.ko.
+# nfs-utils, rdma-core (libraries, provider plug-ins, tools), perftest, fio,
+# the kernel modules the lab needs and the out-of-tree siw.ko.
 #
 # Usage: lab/20-build-initramfs.sh   (after 00-deps.sh and 10-build-siw.sh)
 # Output: $WORK/vmlinuz, $WORK/initramfs.cpio.gz
@@ -54,6 +54,11 @@ for b in $BINS; do
     cp "stage/$b" "$R/$b"
     copylibs "stage/$b"
 done
+# fio comes from the host (00-deps.sh installs Debian's package there): the
+# kernel NFS client's side of bench-nfs41.sh. Its libraries (rbd, gluster,
+# nbd, pmem engines) add about 84 MB to the guest's RAM.
+cp /usr/bin/fio "$R/usr/bin/fio"
+copylibs /usr/bin/fio
 cp -L /lib64/ld-linux-x86-64.so.2 "$R/lib64/"
 # libibverbs dlopen()s its providers, so ldd lists none of them: it reads
 # /etc/libibverbs.d/<name>.driver ("driver rxe") and loads

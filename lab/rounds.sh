@@ -1,5 +1,5 @@
-# Sourced by lab/bench-verbs.sh and lab/bench-getattr.sh, from the
-# repository's top directory:
+# Sourced by lab/bench-verbs.sh, lab/bench-getattr.sh and lab/bench-nfs41.sh,
+# from the repository's top directory:
 #   rounds_dir NAME
 # sets D to a new directory of the lab VM's share (WORK, default
 # /tmp/rpcrdma-lab), removed when the calling script exits, for the test
