@@ -312,9 +312,7 @@ func (c *Conn) transmit() {
 // WaitDirect implements rdma.DirectIO. Outside a section it is Wait;
 // while an RDMA Read of ours is outstanding, waitPullingLocked. Otherwise
 // each turn of its loop transmits what was left to the owner and polls;
-// when nothing is ready it reads the socket itself if it holds the
-// receive role (readDirect), or waits for the reader goroutine
-// (awaitReader).
+// when nothing is ready it blocks (blockLocked).
 func (c *Conn) WaitDirect(ctx context.Context, cs []rdma.Completion) (int, error) {
 	if len(cs) == 0 {
 		return 0, fmt.Errorf("iwarp: wait: empty completion slice: %w", rdma.ErrInvalid)
@@ -376,18 +374,7 @@ func (c *Conn) WaitDirect(ctx context.Context, cs []rdma.Completion) (int, error
 			}
 			continue
 		default:
-			c.dir.blocked = true
-			boundary := rx && c.rxEmpty()
-			if boundary {
-				c.dir.reading = true
-				c.armWaitDeadlineLocked(ctx)
-			}
-			c.mu.Unlock()
-			if rx {
-				c.readDirect(boundary)
-			} else {
-				c.awaitReader(ctx)
-			}
+			c.blockLocked(ctx, rx)
 			continue
 		}
 		c.mu.Unlock()
@@ -420,6 +407,25 @@ func (c *Conn) waitPullingLocked(ctx context.Context, cs []rdma.Completion) (int
 	c.mu.Unlock()
 	c.transmit()
 	return c.Wait(ctx, cs)
+}
+
+// blockLocked is WaitDirect when nothing is ready: the owner reads the
+// socket itself if it holds the receive role (rx; readDirect releases
+// it), else waits for the reader goroutine (awaitReader). The caller holds
+// c.mu; it is released.
+func (c *Conn) blockLocked(ctx context.Context, rx bool) {
+	c.dir.blocked = true
+	boundary := rx && c.rxEmpty()
+	if boundary {
+		c.dir.reading = true
+		c.armWaitDeadlineLocked(ctx)
+	}
+	c.mu.Unlock()
+	if rx {
+		c.readDirect(boundary)
+	} else {
+		c.awaitReader(ctx)
+	}
 }
 
 // awaitReader is the owner's wait while the reader goroutine holds the
