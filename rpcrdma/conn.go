@@ -52,8 +52,8 @@ import (
 // Locks. Mutexes guard only small tables, and all but three are leaves,
 // never held while another is taken: Conn's opsMu, errMu and sideMu,
 // requester.mu, a responder's idleMu (bounds.go), backServer.mu,
-// backCaller.mu, the shared pool's mu, the credit windows' own and the
-// delivery queue's (fifo). The delivery's mu is held while the rpc
+// backCaller.mu, the shared pool's mu and the credit windows' own. The
+// delivery's mu is held while the rpc
 // layer's deliver function runs, which may call Send or CancelCall and
 // so take responder.mu or the leaves; responder.mu is held while a grant
 // is raised or lowered, which takes the shared pool's mu (pool.go). So

@@ -169,9 +169,8 @@ func (d *delivery) release() {
 // doubles when full, up to size entries, and is kept: a channel's buffer
 // is allocated when it is made, used or not, while most connections queue
 // nothing (their messages are pushed) or a call or two that came before
-// Push. Any goroutine may call its methods.
+// Push. It is not safe for concurrent use: the delivery's mu guards it.
 type fifo[T any] struct {
-	mu   sync.Mutex
 	ring []T
 	head int // index in ring of the oldest value
 	n    int // values queued
@@ -181,9 +180,7 @@ type fifo[T any] struct {
 // put appends v; it reports false, keeping nothing, when size values are
 // queued already.
 func (q *fifo[T]) put(v T) bool {
-	q.mu.Lock()
 	if q.n >= q.size {
-		q.mu.Unlock()
 		return false
 	}
 	if q.n == len(q.ring) {
@@ -195,22 +192,18 @@ func (q *fifo[T]) put(v T) bool {
 	}
 	q.ring[(q.head+q.n)%len(q.ring)] = v
 	q.n++
-	q.mu.Unlock()
 	return true
 }
 
 // get removes and returns the oldest value; ok is false when the queue is
 // empty.
 func (q *fifo[T]) get() (v T, ok bool) {
-	q.mu.Lock()
 	if q.n == 0 {
-		q.mu.Unlock()
 		return v, false
 	}
 	var zero T
 	v, q.ring[q.head] = q.ring[q.head], zero // keep nothing of v alive
 	q.head = (q.head + 1) % len(q.ring)
 	q.n--
-	q.mu.Unlock()
 	return v, true
 }
