@@ -49,15 +49,15 @@ import (
 // which role it is: SendDeliver (a requester's) and ReserveReply (a
 // responder's).
 //
-// Locks. Mutexes guard only small tables, and all but three are leaves,
+// Locks. Mutexes guard only small tables, and all but two are leaves,
 // never held while another is taken: Conn's opsMu, errMu and sideMu,
 // requester.mu, a responder's idleMu (bounds.go), backServer.mu,
 // backCaller.mu, the shared pool's mu and the credit windows' own. The
-// delivery's mu is held while the rpc
-// layer's deliver function runs, which may call Send or CancelCall and
-// so take responder.mu or the leaves; responder.mu is held while a grant
-// is raised or lowered, which takes the shared pool's mu (pool.go). So
-// the order is the delivery's mu, then responder.mu, then any one leaf.
+// delivery's mu is held while the rpc layer's deliver function runs,
+// which may call Send or CancelCall and so take responder.mu or the
+// leaves; responder.mu is held while a grant is raised or lowered, which
+// takes the shared pool's mu (pool.go). So the order is the delivery's
+// mu, then responder.mu, then any one leaf.
 //
 // Buffers. Receives land in one provider-allocated region of equal slots,
 // one per posted receive; each Send is built in a slot of a second region.
