@@ -11,7 +11,7 @@ import (
 )
 
 // Pulling read chunks with RDMA Reads, for both roles: a responder pulls
-// a call's read chunks (responder.recvCall), a requester an RFC 5666
+// a call's read chunks (responder.prepare), a requester an RFC 5666
 // read-chunk reply (requester.pullReply). startPull posts the Reads, as
 // many in flight as the ORD allows, and calls back once the last one has
 // completed; pull waits for that.
