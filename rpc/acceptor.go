@@ -21,30 +21,43 @@ type Acceptor interface {
 // error otherwise, leaving a open. Transports already accepted go on being
 // served; Shutdown waits for them.
 func (s *Server) ServeAcceptor(a Acceptor) error {
+	return s.serveAccepted(a, func() (Transport, net.Conn, error) {
+		t, err := a.Accept()
+		return t, nil, err
+	})
+}
+
+// serveAccepted is ServeAcceptor and ServeListener: it serves each
+// transport accept returns until accept fails, l being what Shutdown and
+// Close close to make it fail. accept also returns the net.Conn under the
+// transport when there is one to report to ServerOptions.ConnState.
+func (s *Server) serveAccepted(l io.Closer, accept func() (Transport, net.Conn, error)) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		return ErrServerClosed
 	}
-	s.listeners[a] = struct{}{}
+	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
 
 	var err error
 	for {
-		t, aerr := a.Accept()
+		t, c, aerr := accept()
 		if aerr != nil {
 			err = aerr
 			break
 		}
-		sc := s.addConn(t)
+		s.setState(c, StateNew, nil)
+		sc := s.addConn(t, c)
 		if sc == nil {
 			t.Close()
-			continue // a is being closed
+			s.setState(c, StateClosed, ErrServerClosed)
+			continue // l is being closed
 		}
 		go s.serveConn(sc)
 	}
 
-	return s.leave(func() { delete(s.listeners, a) }, err)
+	return s.leave(func() { delete(s.listeners, l) }, err)
 }
 
 // leave runs remove, which takes a connection or a listener out of the
@@ -61,19 +74,3 @@ func (s *Server) leave(remove func(), err error) error {
 	}
 	return err
 }
-
-// streamAcceptor accepts record-marking transports from a net.Listener.
-type streamAcceptor struct {
-	l    net.Listener
-	opts *StreamOptions
-}
-
-func (a streamAcceptor) Accept() (Transport, error) {
-	c, err := a.l.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return NewStreamTransport(c, a.opts), nil
-}
-
-func (a streamAcceptor) Close() error { return a.l.Close() }

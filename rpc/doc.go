@@ -25,8 +25,10 @@
 // an RDMA listener). ServerOptions sets the authenticator (DefaultAuth
 // accepts AUTH_NONE and AUTH_SYS), how many calls run at once per
 // connection (MaxInFlight), a duplicate request cache for calls sent again
-// after a reconnection (ReplyCache), and the logger, which receives handler
-// errors and panics (slog.Default unless set). Shutdown finishes the calls
+// after a reconnection (ReplyCache), the logger, which receives handler
+// errors and panics (slog.Default unless set), and a hook told of each TCP
+// connection ServeListener opens and closes, with the error that ended it
+// (ConnState, as net/http's Server.ConnState). Shutdown finishes the calls
 // in progress; Close does not wait, and a client that reconnects sends
 // those calls again.
 //
@@ -129,6 +131,7 @@
 //     short path.
 //   - acceptor.go: Acceptor and ServeAcceptor, serving the transports
 //     another kind of listener accepts.
+//   - connstate.go: ConnState, the states ServerOptions.ConnState reports.
 //   - replycache.go: the duplicate request cache (ServerOptions.ReplyCache).
 //   - msg.go: CallHeader, ReplyHeader and the RFC 5531 enums; auth.go:
 //     AuthFlavor, OpaqueAuth and AuthSysParms.

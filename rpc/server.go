@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"sync"
 	"sync/atomic"
 )
@@ -158,6 +159,24 @@ type ServerOptions struct {
 	// which it returns true, such as a program's non-idempotent
 	// procedures (knfsd caches only those); nil caches every call.
 	ReplyCacheFor func(prog, vers, proc uint32) bool
+	// ConnState, if not nil, is called for each connection ServeListener
+	// accepts (see ConnState), once per state, as net/http's
+	// Server.ConnState is. StateNew comes with a nil err, once Accept has
+	// returned c, on the goroutine running ServeListener, before anything
+	// is read from c: no other connection is accepted meanwhile.
+	// StateClosed comes after c is closed and every call on it has
+	// finished, on the goroutine that served c (ServeListener's own for a
+	// connection accepted while the server shuts down), before Shutdown
+	// counts c done, so Shutdown returns after it. Its err says what
+	// ended c: ErrServerClosed if the server was shutting down by then,
+	// otherwise the transport's *ConnError (wrapping io.EOF when the
+	// peer closed c, ErrHTTP or ErrRecordTooLarge when it sent what no
+	// RPC peer sends). It is called for different connections
+	// concurrently; it must not block, nor call Shutdown, which waits
+	// for it. The Server owns c: the hook may read its addresses, not
+	// read from, write to or close it. Transports given to Serve or
+	// ServeAcceptor report nothing.
+	ConnState func(c net.Conn, state ConnState, err error)
 }
 
 // ServerStats counts a Server's answers and the messages it dropped.
@@ -196,6 +215,7 @@ type Server struct {
 	maxInFlight int
 	stream      *StreamOptions
 	log         *slog.Logger
+	connState   func(net.Conn, ConnState, error)
 
 	hmu   sync.Mutex                // serializes Handle and HandleShort
 	procs atomic.Pointer[procTable] // what they have registered
@@ -227,6 +247,7 @@ func NewServer(o *ServerOptions) *Server {
 		maxInFlight: opts.MaxInFlight,
 		stream:      opts.Stream,
 		log:         opts.Logger,
+		connState:   opts.ConnState,
 		conns:       make(map[*serverConn]struct{}),
 		listeners:   make(map[io.Closer]struct{}),
 		idle:        make(chan struct{}),

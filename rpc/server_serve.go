@@ -26,7 +26,7 @@ import (
 // otherwise (a *ConnError for the transports of this package). The Server
 // owns t from the call on.
 func (s *Server) Serve(t Transport) error {
-	sc := s.addConn(t)
+	sc := s.addConn(t, nil)
 	if sc == nil {
 		t.Close()
 		return ErrServerClosed
@@ -34,19 +34,25 @@ func (s *Server) Serve(t Transport) error {
 	return s.serveConn(sc)
 }
 
-// addConn registers a transport to serve, or returns nil when shutting down.
 // ServeListener accepts connections on l and serves each over a
 // StreamTransport (record marking) until l fails or the server shuts down.
 // It returns ErrServerClosed after Shutdown or Close (which close l), and
 // the Accept error otherwise, leaving l open; connections already accepted
 // go on being served.
 func (s *Server) ServeListener(l net.Listener) error {
-	return s.ServeAcceptor(streamAcceptor{l, s.stream})
+	return s.serveAccepted(l, func() (Transport, net.Conn, error) {
+		c, err := l.Accept()
+		if err != nil {
+			return nil, nil, err
+		}
+		return NewStreamTransport(c, s.stream), c, nil
+	})
 }
 
 // serverConn is the state of one served transport.
 type serverConn struct {
 	t      Transport
+	c      net.Conn      // under t, when ServeListener accepted it; nil otherwise
 	sem    chan struct{} // one slot per call in flight
 	work   chan *Msg     // to idle workers; closed when the loop ends
 	idle   atomic.Int32  // workers waiting on work, or about to
@@ -109,13 +115,16 @@ func (sc *serverConn) closeWhenIdle() {
 		sc.t.Close()
 	}
 }
-func (s *Server) addConn(t Transport) *serverConn {
+
+// addConn registers a transport to serve, and c the net.Conn under it if
+// there is one to report, or returns nil when shutting down.
+func (s *Server) addConn(t Transport, c net.Conn) *serverConn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return nil
 	}
-	sc := &serverConn{t: t, sem: make(chan struct{}, s.maxInFlight), work: make(chan *Msg)}
+	sc := &serverConn{t: t, c: c, sem: make(chan struct{}, s.maxInFlight), work: make(chan *Msg)}
 	sc.ctx, sc.cancel = context.WithCancel(context.Background())
 	s.conns[sc] = struct{}{}
 	return sc
@@ -256,8 +265,8 @@ func (s *Server) dispatch(sc *serverConn, m *Msg, wg *sync.WaitGroup) {
 }
 
 // endConn finishes serving sc once its transport has ended with err: it
-// cancels the handlers' context, lets the workers finish and closes the
-// transport.
+// cancels the handlers' context, lets the workers finish, closes the
+// transport and reports StateClosed.
 func (s *Server) endConn(sc *serverConn, wg *sync.WaitGroup, err error) error {
 	sc.cancel()
 	close(sc.work)
@@ -271,7 +280,7 @@ func (s *Server) endConn(sc *serverConn, wg *sync.WaitGroup, err error) error {
 		s.stats.dropped.Add(1)
 		release(m)
 	}
-
+	s.reportClosed(sc.c, err)
 	return s.leave(func() { delete(s.conns, sc) }, err)
 }
 
