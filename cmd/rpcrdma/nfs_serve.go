@@ -81,8 +81,10 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		rs := sv.add(l, srv.NewRPCServer(true, opts), nm)
-		go func() { sv.served <- serveNFSTCP(l, rs, nm, clog, &sv.conns) }()
+		topts := *opts
+		topts.ConnState = nfsTCPConns(nm, clog, &sv.conns)
+		rs := sv.add(l, srv.NewRPCServer(true, &topts), nm)
+		go func() { sv.served <- servedErr(rs.ServeListener(l)) }()
 		msg += "; tcp " + l.Addr().String() + " (NFS, MOUNT)"
 	}
 	if *rdmaAddr != "" {
@@ -207,27 +209,24 @@ func loggedAuth(log *slog.Logger) func(context.Context, *rpc.Call) (rpc.OpaqueAu
 	}
 }
 
-// serveNFSTCP accepts connections on l and serves each with rs, logging
-// it open and closed, until l is closed (nil) or fails (its error).
-func serveNFSTCP(l net.Listener, rs *rpc.Server, nm *nfsMetrics, log *connLog, conns *sync.WaitGroup) error {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return err
+// nfsTCPConns returns nfs serve's rpc.ServerOptions.ConnState for its
+// TCP connections, counted in conns with its RDMA ones: each counted in
+// nm's TCP connections and logged open and closed (logNFSClosed) by log.
+func nfsTCPConns(nm *nfsMetrics, log *connLog, conns *sync.WaitGroup) func(net.Conn, rpc.ConnState, error) {
+	open := newOpenConns[net.Conn](conns)
+	return func(c net.Conn, s rpc.ConnState, err error) {
+		switch s {
+		case rpc.StateNew:
+			open.opened(c)
+			log.line(slog.LevelInfo, "nfs: connection opened", slog.String("transport", "tcp"), slog.Any("remote", c.RemoteAddr()))
+			nm.tcpOpened.Add(1)
+			nm.tcpOpen.Add(1)
+		case rpc.StateClosed:
+			open.closed(c, func(d time.Duration) {
+				nm.tcpOpen.Add(-1)
+				logNFSClosed(log, "tcp", c.RemoteAddr(), d, err)
+			})
 		}
-		remote := c.RemoteAddr()
-		log.line(slog.LevelInfo, "nfs: connection opened", slog.String("transport", "tcp"), slog.Any("remote", remote))
-		nm.tcpOpened.Add(1)
-		nm.tcpOpen.Add(1)
-		conns.Go(func() {
-			start := time.Now()
-			err := rs.Serve(rpc.NewStreamTransport(c, nil))
-			nm.tcpOpen.Add(-1)
-			logNFSClosed(log, "tcp", remote, time.Since(start), err)
-		})
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -12,14 +13,20 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"github.com/go-rpcrdma/rpcrdma/rpc"
 )
 
 // loggedNFSServer is a running `rpcrdma nfs serve --log-level debug
 // --metrics 127.0.0.1:0` whose log the test reads.
 type loggedNFSServer struct {
 	dir, tcpPort, rdmaPort, metrics string
+	cmd                             *exec.Cmd
+	exited                          chan struct{} // closed once cmd has exited
 	mu                              sync.Mutex
 	log                             strings.Builder
 }
@@ -53,6 +60,7 @@ func startLoggedNFSServe(t *testing.T, args ...string) *loggedNFSServer {
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})
+	s.cmd, s.exited = cmd, exited
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -163,4 +171,53 @@ func TestNFSServeWatchable(t *testing.T) {
 	if t.Failed() {
 		t.Logf("metrics:\n%s", body)
 	}
+}
+
+// TestNFSServeShutdown: on SIGTERM nfs serve closes the TCP connection a
+// client keeps open, logs it closed by the server, takes it off the
+// open connections' gauge, and exits 0 once it has logged it.
+func TestNFSServeShutdown(t *testing.T) {
+	s := startLoggedNFSServe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr, err := rpc.DialTCP(ctx, "127.0.0.1:"+s.tcpPort, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := rpc.NewClient(tr)
+	defer cli.Close()
+	if err := cli.Null(ctx, nfs3.Program, nfs3.Version); err != nil {
+		t.Fatal(err)
+	}
+	s.waitLog(t, `level=INFO msg="nfs: connection opened" transport=tcp remote=127\.0\.0\.1:\d+`)
+	if body := s.metricsText(t); !regexp.MustCompile(`(?m)^rpcrdma_nfs_tcp_connections 1$`).MatchString(body) {
+		t.Errorf("with one TCP connection open, the metrics say:\n%s", body)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("nfs serve did not exit after SIGTERM:\n%s", s.logText())
+	}
+	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("nfs serve exited %d after SIGTERM:\n%s", code, s.logText())
+	}
+	s.waitLog(t, `level=INFO msg="nfs: connection closed by the server" transport=tcp remote=127\.0\.0\.1:\d+ duration=\S+\n(.*\n)*.*msg=stopped calls=1\b`)
+}
+
+// metricsText returns what s serves at /metrics.
+func (s *loggedNFSServer) metricsText(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + s.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }

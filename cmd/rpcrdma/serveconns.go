@@ -19,35 +19,58 @@ import (
 // left to the Listener, which counts and logs the limits that act.
 type rdmaConns struct {
 	wg     *sync.WaitGroup
+	open   *openConns[*rpcrdma.Conn]
 	opened func(c *rpcrdma.Conn)
 	closed func(c *rpcrdma.Conn, d time.Duration)
-
-	mu    sync.Mutex
-	since map[*rpcrdma.Conn]time.Time // the open connections, by when established
 }
 
 func newRDMAConns(wg *sync.WaitGroup, opened func(*rpcrdma.Conn), closed func(*rpcrdma.Conn, time.Duration)) *rdmaConns {
-	return &rdmaConns{wg: wg, opened: opened, closed: closed, since: make(map[*rpcrdma.Conn]time.Time)}
+	return &rdmaConns{wg: wg, open: newOpenConns[*rpcrdma.Conn](wg), opened: opened, closed: closed}
 }
 
 // state is the Listener's Config.ConnState.
 func (f *rdmaConns) state(c *rpcrdma.Conn, s rpcrdma.ConnState) {
 	switch s {
 	case rpcrdma.StateEstablished:
-		f.mu.Lock()
-		f.since[c] = time.Now()
-		f.mu.Unlock()
-		f.wg.Add(1)
+		f.open.opened(c)
 		f.opened(c)
 	case rpcrdma.StateClosed:
-		f.mu.Lock()
-		start, ok := f.since[c]
-		delete(f.since, c)
-		f.mu.Unlock()
-		if ok {
-			f.closed(c, time.Since(start))
-			f.wg.Done()
-		}
+		f.open.closed(c, func(d time.Duration) { f.closed(c, d) })
+	}
+}
+
+// openConns keeps when each open connection of a server opened, for its
+// connection state hook to say how long the connection lasted, and
+// counts the open ones in wg, for the server's end to wait for the hook
+// to be done with them.
+type openConns[C comparable] struct {
+	wg    *sync.WaitGroup
+	mu    sync.Mutex
+	since map[C]time.Time
+}
+
+func newOpenConns[C comparable](wg *sync.WaitGroup) *openConns[C] {
+	return &openConns[C]{wg: wg, since: make(map[C]time.Time)}
+}
+
+// opened records c as open from now on.
+func (o *openConns[C]) opened(c C) {
+	o.mu.Lock()
+	o.since[c] = time.Now()
+	o.mu.Unlock()
+	o.wg.Add(1)
+}
+
+// closed calls f with how long c was open, then counts c out of wg; it
+// does nothing for a connection opened did not record.
+func (o *openConns[C]) closed(c C, f func(d time.Duration)) {
+	o.mu.Lock()
+	start, ok := o.since[c]
+	delete(o.since, c)
+	o.mu.Unlock()
+	if ok {
+		f(time.Since(start))
+		o.wg.Done()
 	}
 }
 
@@ -55,7 +78,13 @@ func (f *rdmaConns) state(c *rpcrdma.Conn, s rpcrdma.ConnState) {
 // closed or srv shut down (nil) or l fails (its error). The connections
 // it accepted may still be open; f.wg counts them.
 func (f *rdmaConns) serve(l *rpcrdma.Listener, srv *rpc.Server) error {
-	err := rpcrdma.Serve(context.Background(), l, srv)
+	return servedErr(rpcrdma.Serve(context.Background(), l, srv))
+}
+
+// servedErr is what a server's serving of a listener ended with, err:
+// nil when the listener was closed or the server shut down, as the
+// command does to stop, err otherwise.
+func servedErr(err error) error {
 	if errors.Is(err, net.ErrClosed) || errors.Is(err, rpc.ErrServerClosed) {
 		return nil
 	}
