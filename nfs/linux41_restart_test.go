@@ -2,7 +2,6 @@ package nfs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"github.com/go-rpcrdma/rpcrdma/nfs/nfs4"
-	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
@@ -33,11 +31,7 @@ const knfsdRestart = "rpc.nfsd 0 && rpc.nfsd -V 3 --rdma=20049 8 && " +
 // out NFS4ERR_GRACE. Other tests against knfsd at the same time see the
 // restart too; our own server, which the guest may mount, is not touched.
 func TestLinux41Restart(t *testing.T) {
-	addr := lab.Knfsd(t)
-	p, err := iwarp.New(iwarp.Options{FirstSendDelay: iwarp.SiwFirstSendDelay})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, addr := knfsdSiw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cred := &rpc.AuthSysParms{MachineName: "go-rpcrdma-test"}
@@ -47,9 +41,7 @@ func TestLinux41Restart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tcp.Close()
-	rdma, err := Mount4(ctx, Config4{Dial: func(ctx context.Context) (rpc.Transport, error) {
-		return rpcrdma.Dial(ctx, p, addr, &rpcrdma.Config{BackwardCredits: 4})
-	}, Cred: cred, Reconnect: reconnect})
+	rdma, err := Mount4(ctx, Config4{Dial: RDMA(p, addr, &rpcrdma.Config{BackwardCredits: 4}), Cred: cred, Reconnect: reconnect})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,24 +68,8 @@ func TestLinux41Restart(t *testing.T) {
 	}
 	// A file the RDMA client reads under a read delegation.
 	deleg := base + "-deleg"
-	if out, rc := lab.Run(t, "echo hello > /export/"+deleg, lab.CmdTimeout); rc != 0 {
-		t.Fatalf("creating the file in the guest: %d %s", rc, out)
-	}
-	var df *File4
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
-		if df, err = rdma.Open(ctx, rdma.Root(), deleg, OpenOptions{Delegation: true}); err != nil && !errors.Is(err, nfs4.ErrGrace) {
-			t.Fatal(err)
-		}
-		if err == nil && df.Delegated() {
-			break
-		}
-		if df != nil {
-			df.Close(ctx)
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("knfsd granted no read delegation within 60 s")
-		}
-	}
+	guestHello(t, deleg)
+	df := openDelegated(t, ctx, rdma, deleg, 60*time.Second)
 	buf := make([]byte, 64)
 	if n, _, err := df.ReadAt(ctx, buf, 0); err != nil || string(buf[:n]) != "hello\n" {
 		t.Fatalf("READ under the delegation: %q %v", buf[:n], err)

@@ -22,11 +22,7 @@ import (
 // a session, then every file operation, with 1 MiB READ and WRITE whose
 // data is checked and whose placement the connection's counters confirm.
 func TestLinux41(t *testing.T) {
-	addr := lab.Knfsd(t)
-	p, err := iwarp.New(iwarp.Options{FirstSendDelay: iwarp.SiwFirstSendDelay})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, addr := knfsdSiw(t)
 	for _, tr := range []string{"tcp", "rdma"} {
 		t.Run(tr, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -200,11 +196,7 @@ func TestLinux41Delegation(t *testing.T) {
 }
 
 func linux41Delegation(t *testing.T, cut bool) {
-	addr := lab.Knfsd(t)
-	p, err := iwarp.New(iwarp.Options{FirstSendDelay: iwarp.SiwFirstSendDelay})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, addr := knfsdSiw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var mu sync.Mutex
@@ -265,32 +257,8 @@ func linux41Delegation(t *testing.T, cut bool) {
 		}
 	}
 	name := fmt.Sprintf("deleg41-%d.txt", time.Now().UnixNano())
-	if out, rc := lab.Run(t, "echo hello > /export/"+name, lab.CmdTimeout); rc != 0 {
-		t.Fatalf("creating the file in the guest: %d %s", rc, out)
-	}
-	defer lab.Run(t, "rm -f /export/"+name, lab.CmdTimeout)
-
-	// knfsd grants no delegation while a grace period runs (its own
-	// and lockd's, up to a minute after boot): open again until it does.
-	var f *File4
-	for deadline := time.Now().Add(90 * time.Second); ; {
-		f, err = c.Open(ctx, c.Root(), name, OpenOptions{Delegation: true})
-		if errors.Is(err, nfs4.ErrGrace) && time.Now().Before(deadline) {
-			time.Sleep(time.Second)
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Delegated() {
-			break
-		}
-		f.Close(ctx)
-		if time.Now().After(deadline) {
-			t.Fatal("knfsd granted no read delegation within 90 s")
-		}
-		time.Sleep(time.Second)
-	}
+	guestHello(t, name)
+	f := openDelegated(t, ctx, c, name, 90*time.Second)
 	buf := make([]byte, 6)
 	for range 2 {
 		if n, _, err := f.ReadAt(ctx, buf, 0); err != nil || string(buf[:n]) != "hello\n" {
@@ -325,11 +293,7 @@ func linux41Delegation(t *testing.T, cut bool) {
 // NFSv3 and through NFSv4.1 (both over RDMA, both through Files), gives
 // the same names, types, sizes, modes, link targets and bytes.
 func TestLinux41SameAsV3(t *testing.T) {
-	addr := lab.Knfsd(t)
-	p, err := iwarp.New(iwarp.Options{FirstSendDelay: iwarp.SiwFirstSendDelay})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, addr := knfsdSiw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := fmt.Sprintf("same41-%d", time.Now().UnixNano())
@@ -401,6 +365,55 @@ func TestLinux41SameAsV3(t *testing.T) {
 	for p := range b {
 		if _, ok := a[p]; !ok {
 			t.Errorf("%s: only NFSv4.1 sees it", p)
+		}
+	}
+}
+
+// knfsdSiw returns a software iWARP provider and the RPC-over-RDMA
+// address of the lab guest's knfsd (lab.Knfsd, which skips t unless the
+// lab VM runs). The provider holds each connection's first message for
+// iwarp.SiwFirstSendDelay: the guest's siw can miss a message that
+// comes just after it accepts the connection.
+func knfsdSiw(t *testing.T) (*iwarp.Provider, string) {
+	t.Helper()
+	addr := lab.Knfsd(t)
+	p, err := iwarp.New(iwarp.Options{FirstSendDelay: iwarp.SiwFirstSendDelay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, addr
+}
+
+// guestHello writes "hello\n" to /export/name in the lab guest, for
+// knfsd to serve, and removes it when t ends.
+func guestHello(t *testing.T, name string) {
+	t.Helper()
+	if out, rc := lab.Run(t, "echo hello > /export/"+name, lab.CmdTimeout); rc != 0 {
+		t.Fatalf("creating the file in the guest: %d %s", rc, out)
+	}
+	t.Cleanup(func() { lab.Run(t, "rm -f /export/"+name, lab.CmdTimeout) })
+}
+
+// openDelegated opens name, in c's root, for reading with a delegation,
+// and returns it once knfsd grants one. knfsd grants none while a grace
+// period runs (its own and lockd's, up to a minute after boot or a
+// restart), refusing the OPEN (NFS4ERR_GRACE) or granting no delegation:
+// it opens again each second, failing t after within.
+func openDelegated(t *testing.T, ctx context.Context, c *Client4, name string, within time.Duration) *File4 {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(time.Second) {
+		f, err := c.Open(ctx, c.Root(), name, OpenOptions{Delegation: true})
+		if err != nil && !errors.Is(err, nfs4.ErrGrace) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			if f.Delegated() {
+				return f
+			}
+			f.Close(ctx)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("knfsd granted no read delegation within %v (the last OPEN: %v)", within, err)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-rpcrdma/rpcrdma/internal/lab"
 	"github.com/go-rpcrdma/rpcrdma/nfs/nfs4"
-	"github.com/go-rpcrdma/rpcrdma/rdma/iwarp"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma"
 )
@@ -24,16 +23,11 @@ import (
 // delegation, and the read must see the write, which the client sends
 // (WRITE, COMMIT) before it returns the delegation.
 func TestLinux41WriteDelegation(t *testing.T) {
-	addr := lab.Knfsd(t)
-	p, err := iwarp.New(iwarp.Options{FirstSendDelay: iwarp.SiwFirstSendDelay})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, addr := knfsdSiw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := Mount4(ctx, Config4{Dial: func(ctx context.Context) (rpc.Transport, error) {
-		return rpcrdma.Dial(ctx, p, addr, &rpcrdma.Config{BackwardCredits: 4})
-	}, Cred: &rpc.AuthSysParms{MachineName: "go-rpcrdma-test"}})
+	c, err := Mount4(ctx, Config4{Dial: RDMA(p, addr, &rpcrdma.Config{BackwardCredits: 4}),
+		Cred: &rpc.AuthSysParms{MachineName: "go-rpcrdma-test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,10 +36,7 @@ func TestLinux41WriteDelegation(t *testing.T) {
 		t.Fatal("knfsd did not grant the backchannel on the connection")
 	}
 	name := fmt.Sprintf("wdeleg41-%d.txt", time.Now().UnixNano())
-	if out, rc := lab.Run(t, "echo hello > /export/"+name, lab.CmdTimeout); rc != 0 {
-		t.Fatalf("creating the file in the guest: %d %s", rc, out)
-	}
-	defer lab.Run(t, "rm -f /export/"+name, lab.CmdTimeout)
+	guestHello(t, name)
 	var f *File4
 	got := nfs4.DelegNone
 	// knfsd grants nothing while a grace period runs: try for 30 s.
