@@ -31,13 +31,7 @@ const warmup = 50
 // over RDMA on 20049; export RPCRDMA_NFS_EXPORT, default /export) through
 // RPCRDMA_VERBS_DEVICE; in the lab guest, its own knfsd over rxe0.
 func BenchmarkVerbsGetattr(b *testing.B) {
-	ip, device := os.Getenv("RPCRDMA_VERBS_ADDR"), os.Getenv("RPCRDMA_VERBS_DEVICE")
-	if ip == "" {
-		if !lab.InGuest() {
-			b.Skip("set RPCRDMA_VERBS_ADDR to the address of an NFS/RDMA server on an RDMA device (lab/bench-getattr.sh runs this in the lab guest)")
-		}
-		ip, device = lab.GuestRxeIP, "rxe0"
-	}
+	ip, device := lab.VerbsTarget(b, "the address of an NFS/RDMA server on an RDMA device (lab/bench-getattr.sh runs this in the lab guest)")
 	export := os.Getenv("RPCRDMA_NFS_EXPORT")
 	if export == "" {
 		export = "/export"

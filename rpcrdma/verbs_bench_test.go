@@ -4,7 +4,6 @@ package rpcrdma_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -26,19 +25,31 @@ import (
 // does). The busy-poll form polls only (a negative verbs.Options.BusyPoll),
 // as ib_send_lat does without -e.
 func benchVerbsNull(b *testing.B, busyPoll time.Duration) {
-	ip, device := os.Getenv("RPCRDMA_VERBS_ADDR"), os.Getenv("RPCRDMA_VERBS_DEVICE")
-	if ip == "" {
-		if !lab.InGuest() {
-			b.Skip("set RPCRDMA_VERBS_ADDR to an RDMA device's IP address (lab/bench-verbs.sh runs this in the lab guest)")
-		}
-		ip, device = lab.GuestRxeIP, "rxe0"
-	}
-	p, err := verbs.New(verbs.Options{Device: device, BusyPoll: busyPoll})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bc, stop := verbsNull(ctx, b, "an RDMA device's IP address (lab/bench-verbs.sh runs this in the lab guest)", verbs.Options{BusyPoll: busyPoll})
+	defer stop()
+	roundtrip.Measure(b, 0, func() error { return bc.Null(ctx) })
+}
+
+func BenchmarkVerbsNull(b *testing.B)         { benchVerbsNull(b, 0) }
+func BenchmarkVerbsNullBusyPoll(b *testing.B) { benchVerbsNull(b, -1) }
+
+// verbsNull connects a client to a benchprog server over the verbs
+// provider opened with o, requester and responder in this process on
+// the device lab.VerbsTarget names (o.Device is set to it; without one,
+// b is skipped, saying to set RPCRDMA_VERBS_ADDR to want), and makes 100
+// NULL calls to warm it up: buffers, credits, the first calls' page
+// faults. ctx bounds the listener and the connection. It returns the
+// client and stop, which closes both ends and waits for the server.
+func verbsNull(ctx context.Context, b *testing.B, want string, o verbs.Options) (bc benchprog.Client, stop func()) {
+	b.Helper()
+	ip, device := lab.VerbsTarget(b, want)
+	o.Device = device
+	p, err := verbs.New(o)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	l, err := rpcrdma.Listen(ctx, p, ip+":0", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -52,15 +63,17 @@ func benchVerbsNull(b *testing.B, busyPoll time.Duration) {
 		b.Fatal(err)
 	}
 	cli := rpc.NewClient(conn)
-	bc := benchprog.Client{C: cli}
-	// 100 warm-up calls: buffers, credits, the first calls' page faults.
-	roundtrip.Measure(b, 100, func() error { return bc.Null(ctx) })
-	cli.Close()
-	conn.Close()
-	srv.Close()
-	l.Close()
-	<-served
+	bc = benchprog.Client{C: cli}
+	for range 100 {
+		if err := bc.Null(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return bc, func() {
+		cli.Close()
+		conn.Close()
+		srv.Close()
+		l.Close()
+		<-served
+	}
 }
-
-func BenchmarkVerbsNull(b *testing.B)         { benchVerbsNull(b, 0) }
-func BenchmarkVerbsNullBusyPoll(b *testing.B) { benchVerbsNull(b, -1) }
