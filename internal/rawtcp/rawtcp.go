@@ -69,7 +69,7 @@ func Message(n int) []byte { return Frame(Fill(make([]byte, 4+n)), n) }
 // than of written data (perf, on loopback).
 func Fill(b []byte) []byte {
 	for i := range b {
-		b[i] = byte(i*7 + 1)
+		b[i] = byte(i*7) | 1
 	}
 	return b
 }
