@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// TestMessage: the golden bytes of a message, and Frame's bounds.
+// TestMessage: the golden bytes of a message (its payload written, never
+// zero: see Fill), and Frame's bounds.
 func TestMessage(t *testing.T) {
-	if got, want := Message(3), []byte{0, 0, 0, 3, 0, 0, 0}; !bytes.Equal(got, want) {
+	if got, want := Message(3), []byte{0, 0, 0, 3, 0x1d, 0x23, 0x2b}; !bytes.Equal(got, want) {
 		t.Errorf("Message(3) = %x, want %x", got, want)
 	}
 	for _, n := range []int{-1, MaxMessage + 1} {

@@ -37,7 +37,7 @@ func RawTCP(tb testing.TB) func(n int) error {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
-	msg := make([]byte, 4+MaxRawTCP)
+	msg := rawtcp.Fill(make([]byte, 4+MaxRawTCP))
 	ack := make([]byte, rawtcp.AckLen)
 	return func(n int) error {
 		if _, err := c.Write(rawtcp.Frame(msg, n)); err != nil {

@@ -90,8 +90,8 @@ func (c *Conn) reader() {
 			// A Read Request woke the writer for the response. With
 			// nothing buffered, the next read finds the socket empty;
 			// the writer goes first, on this core: woken on an idle
-			// one, it can wait tens of microseconds (on this VM's two
-			// cores a read-chunk call took 20-35% longer).
+			// one, it can wait tens of microseconds, and a read-chunk
+			// call took longer on two cores (docs/performance.md).
 			c.rx.yield = false
 			if c.br.Buffered() == 0 {
 				runtime.Gosched()

@@ -393,8 +393,8 @@ func (c *Conn) WaitDirect(ctx context.Context, cs []rdma.Completion) (int, error
 
 // waitPullingLocked is WaitDirect in an open section while an RDMA Read
 // of ours is outstanding: its Read Responses are bulk data, which the
-// reader goroutine takes in better (on two cores a 1 MiB read chunk ran
-// 3-23% slower read by the owner). It gives the socket back to the
+// reader goroutine takes in better (a 1 MiB read chunk ran slower read
+// by the owner on two cores: docs/performance.md, "Direct I/O"). It gives the socket back to the
 // reader goroutine, transmits what was left to the owner, and waits as
 // Wait does. WaitDirect looks for Reads at its start and each time it
 // has found nothing to return; one posted while the owner is already

@@ -98,6 +98,13 @@ func tputRDMA(b *testing.B, op rdma.Op, size int, crc iwarp.CRCPolicy) {
 		remoteAccess = rdma.AccessRemoteRead
 	}
 	remote := rdmatest.Alloc(b, y, tputDepth*size, remoteAccess)
+	// The data sent is written first, as tputRawTCP's is: a buffer
+	// nothing has written is Linux's shared zero page, always in cache.
+	for _, m := range []rdma.MR{local, remote} {
+		for i, p := 0, m.Bytes(); i < len(p); i++ {
+			p[i] = byte(i*7 + 1)
+		}
+	}
 	wrs := make([]rdma.WorkRequest, tputDepth)
 	for i := range wrs {
 		wrs[i] = rdma.WorkRequest{
@@ -184,6 +191,9 @@ func tputRawTCP(b *testing.B, size int) {
 	}
 	b.Cleanup(func() { c.Close(); wg.Wait() })
 	msg := make([]byte, 4+size)
+	for i := range msg {
+		msg[i] = byte(i*7 + 1) // written data, as tputRDMA sends
+	}
 	binary.BigEndian.PutUint32(msg, uint32(size))
 	ack := make([]byte, min(size, 64))
 
