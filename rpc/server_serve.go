@@ -289,8 +289,9 @@ func (s *Server) endConn(sc *serverConn, wg *sync.WaitGroup, err error) error {
 // idle workers as it has had calls in flight at once, at most MaxInFlight:
 // with a lower bound, more calls in flight than idle workers made some
 // exit after each call and new ones start, each growing its stack again
-// through the reply path (with 64 NULL calls in flight, stack copying was
-// 7% of the CPU time and the calls took 5-9% longer).
+// through the reply path, and with many NULL calls in flight copying
+// stacks took a visible share of the CPU time and made the calls slower
+// (docs/performance.md).
 func (s *Server) worker(sc *serverConn, m *Msg) {
 	for {
 		s.handle(sc.ctx, sc.t, m)
