@@ -212,6 +212,15 @@ type inbound struct {
 	borrowed bool
 }
 
+// clone returns a copy of b, nil if b is empty: how either role keeps
+// what it passes on of a borrowed payload.
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
 // The loop takes completions from the provider firstBatch at a time until
 // the provider fills a batch, then fullBatch at a time: a connection that
 // stays idle keeps a small batch (a Completion is about a hundred bytes),

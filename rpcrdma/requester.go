@@ -462,14 +462,6 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 	r.deliver(*in)
 }
 
-// clone returns a copy of b, nil if b is empty.
-func clone(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return append([]byte(nil), b...)
-}
-
 // checkReply checks a reply's chunks against what oc offered and completes
 // in for Recv: the payload of an RDMA_NOMSG reply is what the responder
 // wrote into the reply chunk.
