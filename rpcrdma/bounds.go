@@ -354,15 +354,6 @@ func (l *Listener) Stats() ListenerStats {
 	return s
 }
 
-// addRegistered counts n more bytes registered on c (negative: fewer),
-// on c and on its Listener.
-func (c *Conn) addRegistered(n int64) {
-	c.stats.Registered.Add(n)
-	if c.ln != nil {
-		c.ln.registered.Add(n)
-	}
-}
-
 // ringBytes returns the bytes of c's receive and send rings.
 func (c *Conn) ringBytes() int64 {
 	var n int64

@@ -16,7 +16,9 @@ import (
 // (responder.sendReply). Both post through sendMsg, which builds the
 // message in a send slot, and post, which takes a send-queue entry and
 // records the completion callback the loop runs (conn_recv.go). Memory a
-// chunk offers is registered with register and released with releaseAll.
+// chunk offers is registered with register and released with releaseAll;
+// addRegistered counts what is registered, the rings' too (setup), on the
+// Conn and on its Listener.
 
 // Send implements rpc.Transport. On a requester it sends the call m: it
 // blocks until a credit is available (respecting ctx) and returns after
@@ -198,6 +200,15 @@ func (c *Conn) compErr(comp rdma.Completion, what string) error {
 		return &ConnError{Op: what, Err: err}
 	}
 	return &ConnError{Op: what, Err: fmt.Errorf("completion status %v", comp.Status)}
+}
+
+// addRegistered counts n more bytes registered on c (negative: fewer),
+// on c and on its Listener.
+func (c *Conn) addRegistered(n int64) {
+	c.stats.Registered.Add(n)
+	if c.ln != nil {
+		c.ln.registered.Add(n)
+	}
 }
 
 // register registers b on the connection and counts it as registered
