@@ -36,23 +36,11 @@ type callShape struct {
 // section 3.4.5). Other requesters cut otherwise: Linux's into a segment
 // per page, RFC 5666 requesters with the pad, which RFC 8166 section
 // 3.4.5 says a responder must accept. The tests plan calls as they do
-// (cutFor) to check that our responder does.
+// (cutFor, requester.go) to check that our responder does.
 type chunkCut struct {
 	seg int  // segments of at most this many bytes; 0: one per chunk
 	pad bool // read chunks include the XDR pad
 }
-
-// cutFor returns how c cuts its calls' chunks: the zero chunkCut unless a
-// test has set testHookCut (export_test.go), as net/http's test hooks are
-// set. It is nil outside tests, and set once, before any connection.
-func cutFor(c *Conn) chunkCut {
-	if testHookCut == nil {
-		return chunkCut{}
-	}
-	return testHookCut(c)
-}
-
-var testHookCut func(*Conn) chunkCut
 
 // callPlan is how one call travels. hdr, given to planCall, holds the
 // chunk lists.

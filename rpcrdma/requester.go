@@ -208,6 +208,18 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 	return hdr, p.pieces, nil
 }
 
+// cutFor returns how c cuts its calls' chunks: the zero chunkCut unless a
+// test has set testHookCut (export_test.go), as net/http's test hooks are
+// set. It is nil outside tests, and set once, before any connection.
+func cutFor(c *Conn) chunkCut {
+	if testHookCut == nil {
+		return chunkCut{}
+	}
+	return testHookCut(c)
+}
+
+var testHookCut func(*Conn) chunkCut
+
 // register registers the memory oc's plan p offers the responder, in the
 // order of h's chunk lists, and completes their segments with the
 // registrations' handles and tagged offsets. Every registration is in
