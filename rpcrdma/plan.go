@@ -3,6 +3,7 @@ package rpcrdma
 import (
 	"fmt"
 
+	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
@@ -15,11 +16,20 @@ import (
 // segments carry lengths, positions and offsets relative to the memory
 // they will describe but no handles, and the inline payload as pieces.
 // Registration (requester.register, responder.sendReply) then fills in
-// each segment's handle and adds the registered region's tagged offset;
-// encoding sizes do not depend on those values, so every size check is
-// done here, on the header itself (wire.Header.EncodedLen), never by hand.
+// each segment's handle and adds the registered region's tagged offset
+// (locate); encoding sizes do not depend on those values, so every size
+// check is done here, on the header itself (wire.Header.EncodedLen),
+// never by hand.
 
 var zeroPad [4]byte
+
+// locate completes a planned segment, whose offset is relative to the
+// memory it describes, with the handle and tagged offset of mr, that
+// memory's registration.
+func locate(seg *wire.Segment, mr rdma.MR) {
+	seg.Handle = uint32(mr.STag())
+	seg.Offset += mr.TO()
+}
 
 // callShape is what the requester's chunk plan depends on besides the
 // call: the negotiated limits and how chunks are cut.

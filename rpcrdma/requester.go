@@ -283,14 +283,6 @@ func (r *requester) register(oc *outCall, h *wire.Header, p *callPlan) error {
 	return nil
 }
 
-// locate completes a planned segment, whose offset is relative to the
-// memory it describes, with the handle and tagged offset of mr, that
-// memory's registration.
-func locate(seg *wire.Segment, mr rdma.MR) {
-	seg.Handle = uint32(mr.STag())
-	seg.Offset += mr.TO()
-}
-
 // onMessage handles a message received by a requester, on the loop.
 func (r *requester) onMessage(in *inbound, derr error, _ []byte) {
 	c := r.c
