@@ -333,6 +333,13 @@ type ListenerStats struct {
 	Limits [NumReasons]uint64
 }
 
+// handshakeEvicter is an rdma.Listener that closes handshakes in progress
+// to make room for newer ones (iwarp.Listener): they count as
+// EvictHandshake.
+type handshakeEvicter interface {
+	HandshakesEvicted() uint64
+}
+
 // Stats returns the Listener's figures. It may be called at any time
 // from any goroutine.
 func (l *Listener) Stats() ListenerStats {
