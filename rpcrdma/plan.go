@@ -23,14 +23,6 @@ import (
 
 var zeroPad [4]byte
 
-// locate completes a planned segment, whose offset is relative to the
-// memory it describes, with the handle and tagged offset of mr, that
-// memory's registration.
-func locate(seg *wire.Segment, mr rdma.MR) {
-	seg.Handle = uint32(mr.STag())
-	seg.Offset += mr.TO()
-}
-
 // callShape is what the requester's chunk plan depends on besides the
 // call: the negotiated limits and how chunks are cut.
 type callShape struct {
@@ -295,6 +287,14 @@ func planReply(h *wire.Header, m *rpc.Msg, s *replyShape, p *replyPlan) error {
 			unused, len(s.writes))
 	}
 	return &planError{xid: h.XID, why: why}
+}
+
+// locate completes a planned segment, whose offset is relative to the
+// memory it describes, with the handle and tagged offset of mr, that
+// memory's registration.
+func locate(seg *wire.Segment, mr rdma.MR) {
+	seg.Handle = uint32(mr.STag())
+	seg.Offset += mr.TO()
 }
 
 // fill returns a copy of chunk whose segments report n bytes written, in
