@@ -420,11 +420,6 @@ func (c *Conn) postRecv(i int) error {
 	return nil
 }
 
-// start runs the loop.
-func (c *Conn) start() {
-	go c.loop()
-}
-
 // fail ends the connection with err (the first error wins).
 func (c *Conn) fail(err error) {
 	c.errMu.Lock()
