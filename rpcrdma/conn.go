@@ -292,6 +292,13 @@ func (c *Conn) RemoteAddr() net.Addr {
 	return remote
 }
 
+// sharedSendSlots is how many send buffers a connection receiving from a
+// shared pool registers.
+const sharedSendSlots = 2
+
+// shared reports whether c receives from its Listener's pool.
+func (c *Conn) shared() bool { return c.ln != nil && c.ln.pool != nil }
+
 // setup allocates the buffer rings and posts every receive. It runs from
 // rdma.ConnConfig.Prepare, before the peer may send.
 func (c *Conn) setup(rc rdma.Conn, recvSlots int) error {
