@@ -70,9 +70,9 @@ type Conn struct {
 	// after.
 	cfg Config
 	rc  rdma.Conn
-	dio rdma.DirectIO // rc, if its provider offers direct I/O (short.go)
+	dio rdma.DirectIO // rc, if its provider offers direct I/O (conn_turn.go)
 	// dirOpen says the goroutine with the turn has a direct section
-	// open; only that goroutine uses it (short.go). pullSoon says a
+	// open; only that goroutine uses it (conn_turn.go). pullSoon says a
 	// message has arrived whose read chunks are about to be pulled: set
 	// where messages are handled (the turn's goroutine, or a shared
 	// pool's dispatcher), taken by waitTurn.
@@ -140,7 +140,7 @@ type Conn struct {
 
 	stats counters // atomic, updated by whoever sees the event
 
-	short shortPath // a requester's turn: the loop's, or a caller's (short.go)
+	short shortPath // a requester's turn: the loop's, or a caller's (conn_turn.go)
 
 	// The Listener that accepted the connection, nil on a dialed one:
 	// the memory registered here counts there too, and so do the

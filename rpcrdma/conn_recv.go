@@ -25,7 +25,7 @@ func (c *Conn) start() {
 }
 
 // loop owns the completion queue until the connection ends, except while
-// a requester's caller has the turn (short.go).
+// a requester's caller has the turn (conn_turn.go, short.go).
 func (c *Conn) loop() {
 	defer close(c.loopDone)
 	cs := make([]rdma.Completion, firstBatch)

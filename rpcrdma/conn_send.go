@@ -50,7 +50,7 @@ func (c *Conn) postTaken(e int, wr *rdma.WorkRequest, done func(rdma.Completion)
 	c.ops[e] = done
 	c.opsN++
 	c.opsMu.Unlock()
-	c.unparkTurn() // someone must process the completion (short.go)
+	c.unparkTurn() // someone must process the completion (conn_turn.go)
 	var err error
 	if direct && c.dio != nil {
 		err = c.dio.PostSendDirect(wr)
@@ -97,6 +97,15 @@ func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, i
 	// (SendDeliver), which waits with waitTurn next.
 	return c.sendIn(slot, e, hdr, pieces, inv, wait, ctx == noWait)
 }
+
+// noWait is a context that has ended: a send with it takes what it needs
+// only if it is free at once (tokenStack.take), and otherwise fails with
+// context.Canceled.
+var noWait = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // A sendReservation is a send slot and a send-queue entry taken ahead of
 // the message that will use them (reserveSend), so that sending it does

@@ -49,8 +49,9 @@ import (
 // requester is the requester role of a Conn: the calls outstanding, the
 // credit window, the version in use, how replies reach the rpc layer
 // (requester_recv.go) and its half of the backward direction
-// (backchannel_serve.go). The short path's turn (short.go) is a
-// requester's too, but its state stays on Conn, whose loop takes part.
+// (backchannel_serve.go). The short path (short.go) is a requester's
+// too, but the turn's state stays on Conn, whose loop takes part
+// (conn_turn.go).
 type requester struct {
 	c       *Conn
 	credits *creditWindow
