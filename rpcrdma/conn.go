@@ -143,8 +143,8 @@ type Conn struct {
 	short shortPath // a requester's turn: the loop's, or a caller's (conn_turn.go)
 
 	// The Listener that accepted the connection, nil on a dialed one:
-	// the memory registered here counts there too, and so do the
-	// limits that act here (bounds.go).
+	// the memory registered here counts there too (addRegistered,
+	// conn_send.go), and so do the limits that act here (bounds.go).
 	ln *Listener
 	// A responder's request, for its addresses before rc is set, and
 	// whether StateClosed has been reported (connstate.go).
