@@ -222,10 +222,3 @@ func (l *Listener) uncountLocked(a *admitted) {
 func (l *Listener) evict(victim *admitted, r Reason) {
 	victim.r.c.closeFor(r)
 }
-
-// handshakeEvicter is an rdma.Listener that closes handshakes in progress
-// to make room for newer ones (iwarp.Listener): they count as
-// EvictHandshake.
-type handshakeEvicter interface {
-	HandshakesEvicted() uint64
-}

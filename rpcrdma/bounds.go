@@ -333,6 +333,13 @@ type ListenerStats struct {
 	Limits [NumReasons]uint64
 }
 
+// handshakeEvicter is an rdma.Listener that closes handshakes in progress
+// to make room for newer ones (iwarp.Listener): they count as
+// EvictHandshake.
+type handshakeEvicter interface {
+	HandshakesEvicted() uint64
+}
+
 // Stats returns the Listener's figures. It may be called at any time
 // from any goroutine.
 func (l *Listener) Stats() ListenerStats {
@@ -352,15 +359,6 @@ func (l *Listener) Stats() ListenerStats {
 		s.Limits[EvictHandshake] += e.HandshakesEvicted()
 	}
 	return s
-}
-
-// addRegistered counts n more bytes registered on c (negative: fewer),
-// on c and on its Listener.
-func (c *Conn) addRegistered(n int64) {
-	c.stats.Registered.Add(n)
-	if c.ln != nil {
-		c.ln.registered.Add(n)
-	}
 }
 
 // ringBytes returns the bytes of c's receive and send rings.

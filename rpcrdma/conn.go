@@ -70,9 +70,9 @@ type Conn struct {
 	// after.
 	cfg Config
 	rc  rdma.Conn
-	dio rdma.DirectIO // rc, if its provider offers direct I/O (short.go)
+	dio rdma.DirectIO // rc, if its provider offers direct I/O (conn_turn.go)
 	// dirOpen says the goroutine with the turn has a direct section
-	// open; only that goroutine uses it (short.go). pullSoon says a
+	// open; only that goroutine uses it (conn_turn.go). pullSoon says a
 	// message has arrived whose read chunks are about to be pulled: set
 	// where messages are handled (the turn's goroutine, or a shared
 	// pool's dispatcher), taken by waitTurn.
@@ -140,11 +140,11 @@ type Conn struct {
 
 	stats counters // atomic, updated by whoever sees the event
 
-	short shortPath // a requester's turn: the loop's, or a caller's (short.go)
+	short shortPath // a requester's turn: the loop's, or a caller's (conn_turn.go)
 
 	// The Listener that accepted the connection, nil on a dialed one:
-	// the memory registered here counts there too, and so do the
-	// limits that act here (bounds.go).
+	// the memory registered here counts there too (addRegistered,
+	// conn_send.go), and so do the limits that act here (bounds.go).
 	ln *Listener
 	// A responder's request, for its addresses before rc is set, and
 	// whether StateClosed has been reported (connstate.go).
@@ -210,6 +210,15 @@ type inbound struct {
 	// borrowed: payload aliases the receive buffer, which is reposted
 	// when the role's onMessage returns; it copies what it passes on.
 	borrowed bool
+}
+
+// clone returns a copy of b, nil if b is empty: how either role keeps
+// what it passes on of a borrowed payload.
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
 }
 
 // The loop takes completions from the provider firstBatch at a time until
@@ -282,6 +291,13 @@ func (c *Conn) RemoteAddr() net.Addr {
 	_, remote := c.addrs()
 	return remote
 }
+
+// sharedSendSlots is how many send buffers a connection receiving from a
+// shared pool registers.
+const sharedSendSlots = 2
+
+// shared reports whether c receives from its Listener's pool.
+func (c *Conn) shared() bool { return c.ln != nil && c.ln.pool != nil }
 
 // setup allocates the buffer rings and posts every receive. It runs from
 // rdma.ConnConfig.Prepare, before the peer may send.
@@ -409,11 +425,6 @@ func (c *Conn) postRecv(i int) error {
 		return fmt.Errorf("rpcrdma: posting receive %d: %w", i, err)
 	}
 	return nil
-}
-
-// start runs the loop.
-func (c *Conn) start() {
-	go c.loop()
 }
 
 // fail ends the connection with err (the first error wins).

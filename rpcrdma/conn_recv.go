@@ -19,8 +19,13 @@ import (
 // Recv takes it. The loop never blocks: everything that could (posting a
 // Send, an RDMA Read) runs in Send or a side goroutine (goSide).
 
+// start runs the loop.
+func (c *Conn) start() {
+	go c.loop()
+}
+
 // loop owns the completion queue until the connection ends, except while
-// a requester's caller has the turn (short.go).
+// a requester's caller has the turn (conn_turn.go, short.go).
 func (c *Conn) loop() {
 	defer close(c.loopDone)
 	cs := make([]rdma.Completion, firstBatch)

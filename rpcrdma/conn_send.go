@@ -16,7 +16,9 @@ import (
 // (responder.sendReply). Both post through sendMsg, which builds the
 // message in a send slot, and post, which takes a send-queue entry and
 // records the completion callback the loop runs (conn_recv.go). Memory a
-// chunk offers is registered with register and released with releaseAll.
+// chunk offers is registered with register and released with releaseAll;
+// addRegistered counts what is registered, the rings' too (setup), on the
+// Conn and on its Listener.
 
 // Send implements rpc.Transport. On a requester it sends the call m: it
 // blocks until a credit is available (respecting ctx) and returns after
@@ -48,7 +50,7 @@ func (c *Conn) postTaken(e int, wr *rdma.WorkRequest, done func(rdma.Completion)
 	c.ops[e] = done
 	c.opsN++
 	c.opsMu.Unlock()
-	c.unparkTurn() // someone must process the completion (short.go)
+	c.unparkTurn() // someone must process the completion (conn_turn.go)
 	var err error
 	if direct && c.dio != nil {
 		err = c.dio.PostSendDirect(wr)
@@ -95,6 +97,15 @@ func (c *Conn) sendMsg(ctx context.Context, hdr *wire.Header, pieces [][]byte, i
 	// (SendDeliver), which waits with waitTurn next.
 	return c.sendIn(slot, e, hdr, pieces, inv, wait, ctx == noWait)
 }
+
+// noWait is a context that has ended: a send with it takes what it needs
+// only if it is free at once (tokenStack.take), and otherwise fails with
+// context.Canceled.
+var noWait = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // A sendReservation is a send slot and a send-queue entry taken ahead of
 // the message that will use them (reserveSend), so that sending it does
@@ -198,6 +209,15 @@ func (c *Conn) compErr(comp rdma.Completion, what string) error {
 		return &ConnError{Op: what, Err: err}
 	}
 	return &ConnError{Op: what, Err: fmt.Errorf("completion status %v", comp.Status)}
+}
+
+// addRegistered counts n more bytes registered on c (negative: fewer),
+// on c and on its Listener.
+func (c *Conn) addRegistered(n int64) {
+	c.stats.Registered.Add(n)
+	if c.ln != nil {
+		c.ln.registered.Add(n)
+	}
 }
 
 // register registers b on the connection and counts it as registered

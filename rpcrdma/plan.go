@@ -3,6 +3,7 @@ package rpcrdma
 import (
 	"fmt"
 
+	"github.com/go-rpcrdma/rpcrdma/rdma"
 	"github.com/go-rpcrdma/rpcrdma/rpc"
 	"github.com/go-rpcrdma/rpcrdma/rpcrdma/wire"
 	"github.com/go-rpcrdma/rpcrdma/xdr"
@@ -15,9 +16,10 @@ import (
 // segments carry lengths, positions and offsets relative to the memory
 // they will describe but no handles, and the inline payload as pieces.
 // Registration (requester.register, responder.sendReply) then fills in
-// each segment's handle and adds the registered region's tagged offset;
-// encoding sizes do not depend on those values, so every size check is
-// done here, on the header itself (wire.Header.EncodedLen), never by hand.
+// each segment's handle and adds the registered region's tagged offset
+// (locate); encoding sizes do not depend on those values, so every size
+// check is done here, on the header itself (wire.Header.EncodedLen),
+// never by hand.
 
 var zeroPad [4]byte
 
@@ -36,23 +38,11 @@ type callShape struct {
 // section 3.4.5). Other requesters cut otherwise: Linux's into a segment
 // per page, RFC 5666 requesters with the pad, which RFC 8166 section
 // 3.4.5 says a responder must accept. The tests plan calls as they do
-// (cutFor) to check that our responder does.
+// (cutFor, requester.go) to check that our responder does.
 type chunkCut struct {
 	seg int  // segments of at most this many bytes; 0: one per chunk
 	pad bool // read chunks include the XDR pad
 }
-
-// cutFor returns how c cuts its calls' chunks: the zero chunkCut unless a
-// test has set testHookCut (export_test.go), as net/http's test hooks are
-// set. It is nil outside tests, and set once, before any connection.
-func cutFor(c *Conn) chunkCut {
-	if testHookCut == nil {
-		return chunkCut{}
-	}
-	return testHookCut(c)
-}
-
-var testHookCut func(*Conn) chunkCut
 
 // callPlan is how one call travels. hdr, given to planCall, holds the
 // chunk lists.
@@ -297,6 +287,14 @@ func planReply(h *wire.Header, m *rpc.Msg, s *replyShape, p *replyPlan) error {
 			unused, len(s.writes))
 	}
 	return &planError{xid: h.XID, why: why}
+}
+
+// locate completes a planned segment, whose offset is relative to the
+// memory it describes, with the handle and tagged offset of mr, that
+// memory's registration.
+func locate(seg *wire.Segment, mr rdma.MR) {
+	seg.Handle = uint32(mr.STag())
+	seg.Offset += mr.TO()
 }
 
 // fill returns a copy of chunk whose segments report n bytes written, in

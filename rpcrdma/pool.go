@@ -49,10 +49,6 @@ import (
 	"github.com/go-rpcrdma/rpcrdma/rdma"
 )
 
-// sharedSendSlots is how many send buffers a connection receiving from a
-// shared pool registers.
-const sharedSendSlots = 2
-
 // errPoolFull is why a request is refused when the pool has no receive
 // left to promise.
 var errPoolFull = errors.New("rpcrdma: the shared receive pool has no receive left to promise")
@@ -225,9 +221,6 @@ func (p *sharedPool) closeIfDoneLocked() bool {
 	p.l.registered.Add(-int64(p.depth * p.size))
 	return !p.handing.Load()
 }
-
-// shared reports whether c receives from its Listener's pool.
-func (c *Conn) shared() bool { return c.ln != nil && c.ln.pool != nil }
 
 // raiseGrant raises the grant of r, receiving from its Listener's pool,
 // to want (grantState.raiseTo), if the pool can promise the receives

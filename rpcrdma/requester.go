@@ -49,8 +49,9 @@ import (
 // requester is the requester role of a Conn: the calls outstanding, the
 // credit window, the version in use, how replies reach the rpc layer
 // (requester_recv.go) and its half of the backward direction
-// (backchannel_serve.go). The short path's turn (short.go) is a
-// requester's too, but its state stays on Conn, whose loop takes part.
+// (backchannel_serve.go). The short path (short.go) is a requester's
+// too, but the turn's state stays on Conn, whose loop takes part
+// (conn_turn.go).
 type requester struct {
 	c       *Conn
 	credits *creditWindow
@@ -208,6 +209,18 @@ func (r *requester) marshal(oc *outCall, v wire.Version) (*wire.Header, [][]byte
 	return hdr, p.pieces, nil
 }
 
+// cutFor returns how c cuts its calls' chunks: the zero chunkCut unless a
+// test has set testHookCut (export_test.go), as net/http's test hooks are
+// set. It is nil outside tests, and set once, before any connection.
+func cutFor(c *Conn) chunkCut {
+	if testHookCut == nil {
+		return chunkCut{}
+	}
+	return testHookCut(c)
+}
+
+var testHookCut func(*Conn) chunkCut
+
 // register registers the memory oc's plan p offers the responder, in the
 // order of h's chunk lists, and completes their segments with the
 // registrations' handles and tagged offsets. Every registration is in
@@ -269,14 +282,6 @@ func (r *requester) register(oc *outCall, h *wire.Header, p *callPlan) error {
 		locate(&h.Chunks.Reply.Chunk[0], mr)
 	}
 	return nil
-}
-
-// locate completes a planned segment, whose offset is relative to the
-// memory it describes, with the handle and tagged offset of mr, that
-// memory's registration.
-func locate(seg *wire.Segment, mr rdma.MR) {
-	seg.Handle = uint32(mr.STag())
-	seg.Offset += mr.TO()
 }
 
 // onMessage handles a message received by a requester, on the loop.
@@ -460,14 +465,6 @@ func (r *requester) finish(xid uint32, in *inbound, err error) {
 		in.borrowed = false
 	}
 	r.deliver(*in)
-}
-
-// clone returns a copy of b, nil if b is empty.
-func clone(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return append([]byte(nil), b...)
 }
 
 // checkReply checks a reply's chunks against what oc offered and completes

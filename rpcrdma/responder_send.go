@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/go-rpcrdma/rpcrdma/rdma"
@@ -25,6 +26,17 @@ import (
 type readReply struct {
 	mr    rdma.MR
 	timer *time.Timer
+}
+
+// reject counts a call rejected for reason r, logs it at debug level with
+// attrs, and answers it with RDMA_ERROR code in version vers.
+func (r *responder) reject(reason Reason, xid uint32, vers wire.Version, code wire.ErrorCode, attrs ...any) {
+	c := r.c
+	c.stats.reasons[reason].Add(1)
+	if c.log.Enabled(context.Background(), slog.LevelDebug) {
+		c.log.Debug("rpcrdma: call rejected", append([]any{"reason", reason.String(), "xid", xid, "answer", code.Name(vers)}, attrs...)...)
+	}
+	r.sendError(xid, vers, code)
 }
 
 // sendError answers xid with RDMA_ERROR. It runs on a goroutine of its own

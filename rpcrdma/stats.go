@@ -199,17 +199,6 @@ func (c *Conn) drop(r Reason, xid uint32, attrs ...any) {
 	}
 }
 
-// reject counts a call rejected for reason r, logs it at debug level with
-// attrs, and answers it with RDMA_ERROR code in version vers.
-func (r *responder) reject(reason Reason, xid uint32, vers wire.Version, code wire.ErrorCode, attrs ...any) {
-	c := r.c
-	c.stats.reasons[reason].Add(1)
-	if c.log.Enabled(context.Background(), slog.LevelDebug) {
-		c.log.Debug("rpcrdma: call rejected", append([]any{"reason", reason.String(), "xid", xid, "answer", code.Name(vers)}, attrs...)...)
-	}
-	r.sendError(xid, vers, code)
-}
-
 // StatsSnapshot is a connection's counters at one moment. ErrorsSent and
 // ErrorsReceived are indexed by error code (ERR_VERS 1, ERR_CHUNK or
 // RDMA_ERR_BAD_HEADER 2, RDMA_ERR_INVAL_OPTION 3; 0 for other codes);
