@@ -72,10 +72,8 @@ func (c *Conn) SendDeliver(ctx context.Context, m *rpc.Msg, arrived func() bool)
 // directCall reports whether the caller of m, with the turn, does the
 // provider's socket work itself (rdma.DirectIO): for a call the responder
 // pulls nothing of, not for one with a read chunk. With the caller direct
-// as well, a 1 MiB read-chunk call one at a time ran 1.12x slower on two
-// cores (six alternated pairs, after the responder's loop was kept off
-// the Read Responses; docs/performance.md, "Direct I/O"): the caller
-// then writes the 1 MiB Read Response itself, on its own thread, where
+// as well, a 1 MiB read-chunk call one at a time ran slower on two cores
+// (docs/performance.md, "Direct I/O"): the caller then writes the 1 MiB Read Response itself, on its own thread, where
 // the provider's writer would overlap it with the caller's wait. It
 // asks planCall's questions ahead of the plan, which is made once the
 // turn is held: no item goes in a read chunk, and the message fits
