@@ -35,6 +35,7 @@ ACCEL=${ACCEL:-tcg}          # KVM may not work under nested virtualisation (REA
 SMP=${SMP:-2}
 MEM=${MEM:-1024}
 BOOT_TIMEOUT=${BOOT_TIMEOUT:-300}   # seconds to LAB-READY
+KERNEL_ARGS=${KERNEL_ARGS:-}        # appended to the guest kernel's command line (README)
 cd "$WORK"
 [ -f vmlinuz ] && [ -f initramfs.cpio.gz ] || { echo "30-boot-vm: run 20-build-initramfs.sh first" >&2; exit 1; }
 if [ -f qemu.pid ] && kill -0 "$(cat qemu.pid)" 2>/dev/null; then
@@ -59,7 +60,7 @@ start=$(date +%s.%N)
 qemu-system-x86_64 $ACCEL_OPTS -machine q35 -smp "$SMP" -m "$MEM" \
     -display none -nodefaults -no-reboot \
     -kernel vmlinuz -initrd initramfs.cpio.gz \
-    -append "console=ttyS0 panic=-1 net.ifnames=0" \
+    -append "console=ttyS0 panic=-1 net.ifnames=0${KERNEL_ARGS:+ $KERNEL_ARGS}" \
     -netdev "$NET" -device virtio-net-pci,netdev=n0 \
     -netdev user,id=n1,restrict=on,net=10.0.3.0/24 -device virtio-net-pci,netdev=n1 \
     -virtfs "local,path=$SHARE,mount_tag=share,security_model=none,readonly=on,id=share0" \

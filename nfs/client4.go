@@ -461,13 +461,24 @@ func cacheThis(ops []nfs4.ArgOp) bool {
 	return false
 }
 
+// compoundArgsCap is the XDR buffer send starts with: the COMPOUND's
+// header, SEQUENCE (RFC 8881 Section 18.46) and a PUTFH of the largest
+// file handle (NFS4_FHSIZE, 128 bytes) take 184 bytes, a READ 32 more
+// and a WRITE 36 (its data travels apart, as a DDP item).
+const compoundArgsCap = 256
+
 // send makes the call and decodes its results; an error is an *Error4
 // for a failing operation (SEQUENCE's included), or an rpc or decoding
 // error.
 func (c *Client4) send(ctx context.Context, seq *nfs4.SequenceArgs, seqRes *nfs4.SequenceRes, ops []nfs4.ArgOp, res []nfs4.ResOp, o callOpts) error {
-	all := make([]nfs4.ArgOp, 0, len(ops)+1)
-	all = append(append(all, seq), ops...)
-	var b rpc.Body
+	// The operations, SEQUENCE first, in an array on the stack that holds
+	// the usual COMPOUND (SEQUENCE, PUTFH and one more), and the call's
+	// XDR in one buffer large enough for such a COMPOUND's arguments, so
+	// that a READ or a WRITE does not grow it several times while it is
+	// encoded.
+	var argArr [4]nfs4.ArgOp
+	all := append(append(argArr[:0], seq), ops...)
+	b := rpc.Body{XDR: make([]byte, 0, compoundArgsCap)}
 	args := nfs4.CompoundArgs{MinorVersion: nfs4.MinorVersion, Ops: all}
 	args.Append(&b)
 	i := c.conn()

@@ -22,11 +22,14 @@ import (
 // concurrent use.
 type slotTable struct {
 	mu sync.Mutex
-	// freed is closed, and replaced, whenever a slot is released or the
-	// target moves, to wake every waiter to look again.
-	freed  chan struct{}
-	slots  []slotState
-	target uint32 // highest slot ID handed out: min(server's target, len(slots)-1)
+	// freed is closed, and replaced, when a slot is released or the
+	// target moves while a request waits (waiting), to wake every waiter
+	// to look again. Without waiters it stays: a channel made and closed
+	// for every request was one of a READ's allocations for nothing.
+	freed   chan struct{}
+	waiting bool
+	slots   []slotState
+	target  uint32 // highest slot ID handed out: min(server's target, len(slots)-1)
 }
 
 // slotState is one slot's: the sequence ID of the last request sent on it
@@ -73,6 +76,7 @@ func (t *slotTable) acquire(ctx context.Context) (slot, error) {
 			}
 		}
 		freed := t.freed
+		t.waiting = true
 		t.mu.Unlock()
 		select {
 		case <-freed:
@@ -120,8 +124,11 @@ func (t *slotTable) release(sl slot, out slotOutcome, highest, target uint32, ok
 	if ok {
 		t.target = min(target, highest, uint32(len(t.slots)-1))
 	}
-	close(t.freed)
-	t.freed = make(chan struct{})
+	if t.waiting {
+		close(t.freed)
+		t.freed = make(chan struct{})
+		t.waiting = false
+	}
 	t.mu.Unlock()
 }
 

@@ -96,3 +96,20 @@ func TestSlotTableTarget(t *testing.T) {
 		t.Errorf("target %d, want 1", hi)
 	}
 }
+
+// TestSlotTableAllocs: taking and freeing a slot that no request waits
+// for allocates nothing.
+func TestSlotTableAllocs(t *testing.T) {
+	tb := newSlotTable(4)
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(100, func() {
+		sl, err := tb.acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb.release(sl, slotDone, 3, 3, true)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per acquire and release", allocs)
+	}
+}
