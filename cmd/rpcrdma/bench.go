@@ -254,7 +254,11 @@ figure on a busy machine, where single runs move by 10-25%.
 
 Ctrl-C stops the measuring and prints the cases measured so far (exit
 status 1); with --repeat, the runs completed, or the first run's cases
-if none was; a second Ctrl-C kills it. --json prints {"results": [...],
+if none was; a second Ctrl-C kills it. The report starts with the
+machine it was measured on (with --connect, the client's): CPU model,
+CPUs, GOMAXPROCS, OS and kernel, Go version and time, since the same
+code measures differently on another machine. --json prints {"host":
+{cpu, cpus, gomaxprocs, os, kernel, go, time}, "results": [...],
 "ratios": [...]}; each result has the keys transport, op, size,
 outstanding, ops, ops_per_sec, mb_per_sec, p50_us, p99_us,
 allocs_per_op, cpu_us_per_op (0 where the platform does not report it),

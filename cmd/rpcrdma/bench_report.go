@@ -7,21 +7,23 @@ import (
 	"text/tabwriter"
 )
 
-// writeBenchReport writes the runs' results and ratios to w: a table, or
-// with asJSON one JSON object; with more than one run, each figure is its
-// median over them (benchrepeat.go).
+// writeBenchReport writes the machine it ran on (benchHost) and the runs'
+// results and ratios to w: a table, or with asJSON one JSON object; with
+// more than one run, each figure is its median over them (benchrepeat.go).
 func writeBenchReport(w io.Writer, runs [][]benchResult, asJSON bool) error {
 	results := runs[0]
 	if len(runs) > 1 {
 		results = aggregate(runs)
 	}
 	rats := ratios(runs)
+	host := thisHost()
 	if asJSON {
 		out := struct {
+			Host    benchHost     `json:"host"`
 			Results []benchResult `json:"results"`
 			Ratios  []benchRatio  `json:"ratios"`
 			Runs    []benchRun    `json:"runs,omitempty"`
-		}{Results: results, Ratios: rats}
+		}{Host: host, Results: results, Ratios: rats}
 		if len(runs) > 1 {
 			for _, r := range runs {
 				out.Runs = append(out.Runs, benchRun{r})
@@ -31,6 +33,7 @@ func writeBenchReport(w io.Writer, runs [][]benchResult, asJSON bool) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
+	fmt.Fprintln(w, host)
 	if len(runs) > 1 {
 		printRepeated(w, results, rats, len(runs))
 	} else {

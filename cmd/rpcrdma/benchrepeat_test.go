@@ -76,12 +76,16 @@ func TestBenchRepeat(t *testing.T) {
 	}
 	b := checkBench(t, out, "rawtcp", "tcp", "rdma")
 	var full struct {
+		Host    benchHost     `json:"host"`
 		Results []benchResult `json:"results"`
 		Ratios  []benchRatio  `json:"ratios"`
 		Runs    []benchRun    `json:"runs"`
 	}
 	if err := json.Unmarshal([]byte(out), &full); err != nil {
 		t.Fatal(err)
+	}
+	if h := full.Host; h.CPUs < 1 || h.GOMAXPROCS < 1 || h.OS == "" || h.Go == "" || h.Time == "" || (h.OS == "linux" && h.Kernel == "") {
+		t.Errorf("host: %+v", h)
 	}
 	if len(full.Runs) != 2 {
 		t.Fatalf("%d runs reported, want 2", len(full.Runs))
@@ -105,7 +109,8 @@ func TestBenchRepeat(t *testing.T) {
 	}
 	// The table form.
 	out, errOut, code = rpcrdmaCmd(t, 180*time.Second, "bench", "--duration", "20ms", "--rounds", "1", "--repeat", "2")
-	if code != 0 || !strings.Contains(out, "median of 2 runs") || !strings.Contains(out, "ratios within each run") {
+	if code != 0 || !strings.HasPrefix(out, "host: ") || !strings.Contains(out, "GOMAXPROCS") ||
+		!strings.Contains(out, "median of 2 runs") || !strings.Contains(out, "ratios within each run") {
 		t.Fatalf("bench --repeat table: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
@@ -160,4 +165,24 @@ func TestMeasureTurns(t *testing.T) {
 		}
 	}()
 	alternated(benchCase{outstanding: 32})
+}
+
+// TestCPUModel: the first "model name" of a /proc/cpuinfo, and the host
+// line a report starts with.
+func TestCPUModel(t *testing.T) {
+	in := "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel\t\t: 143\nmodel name\t: Intel(R) Xeon(R) Processor\n\nprocessor\t: 1\nmodel name\t: other\n"
+	if got := cpuModel(strings.NewReader(in)); got != "Intel(R) Xeon(R) Processor" {
+		t.Errorf("cpuModel = %q", got)
+	}
+	if got := cpuModel(strings.NewReader("processor\t: 0\n")); got != "" {
+		t.Errorf("cpuModel without a model name = %q", got)
+	}
+	h := benchHost{CPU: "X", CPUs: 2, GOMAXPROCS: 1, OS: "linux", Kernel: "6.1.0", Go: "go1.26", Time: "2026-11-29T00:40:00Z"}
+	if got, want := h.String(), "host: X, 2 CPUs, GOMAXPROCS 1, linux 6.1.0, go1.26, 2026-11-29T00:40:00Z"; got != want {
+		t.Errorf("host line %q, want %q", got, want)
+	}
+	h.CPU, h.Kernel = "", ""
+	if got, want := h.String(), "host: 2 CPUs, GOMAXPROCS 1, linux, go1.26, 2026-11-29T00:40:00Z"; got != want {
+		t.Errorf("host line %q, want %q", got, want)
+	}
 }
