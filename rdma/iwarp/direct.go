@@ -89,6 +89,19 @@ type directState struct {
 	timerOn  bool          // idle is armed
 	rxErr    error         // why a direct read ended the stream, for the reader goroutine
 	kickSoon bool          // kickTimer is armed
+	// idleAfter, when not zero, replaces directIdle: a test lengthens it
+	// so that a parked reader goroutine stays parked however slowly the
+	// test runs.
+	idleAfter time.Duration
+}
+
+// idle is how long the receive role stays with direct owners after a
+// section: directIdle unless a test set idleAfter.
+func (d *directState) idle() time.Duration {
+	if d.idleAfter > 0 {
+		return d.idleAfter
+	}
+	return directIdle
 }
 
 // BeginDirect implements rdma.DirectIO.
@@ -119,7 +132,7 @@ func (c *Conn) EndDirect() {
 	c.dir.lastEnd = monoNow()
 	if !c.dir.timerOn && c.state != stateDead {
 		c.dir.timerOn = true
-		arm(&c.idle, directIdle, c.idleCheck)
+		arm(&c.idle, c.dir.idle(), c.idleCheck)
 	}
 }
 
@@ -148,9 +161,9 @@ func (c *Conn) idleCheck() {
 	if c.dir.open || c.state == stateDead {
 		return // EndDirect arms it again; a dead connection's reader has been woken
 	}
-	if d := monoNow() - c.dir.lastEnd; d < directIdle {
+	if d := monoNow() - c.dir.lastEnd; d < c.dir.idle() {
 		c.dir.timerOn = true
-		c.idle.Reset(directIdle - d)
+		c.idle.Reset(c.dir.idle() - d)
 		return
 	}
 	c.resumeReaderLocked()

@@ -14,11 +14,27 @@ import (
 )
 
 // directPair connects two conns of p.
+//
+// A reader goroutine parked for a direct owner stays parked for a minute
+// after a section, not directIdle, so that a test that parks it
+// (parkReader) finds it still parked on a slow machine; a test of the
+// idle path itself sets directIdle back (keepParked).
 func directPair(t *testing.T) (a, b *Conn) {
 	t.Helper()
 	p := newProvider(t, Options{})
 	ca, cb := rdmatest.Pair(t, rdmatest.Config{Provider: p, ListenAddr: "127.0.0.1:0"}, rdma.ConnConfig{}, rdma.ConnConfig{})
-	return ca.(*Conn), cb.(*Conn)
+	a, b = ca.(*Conn), cb.(*Conn)
+	keepParked(a, time.Minute)
+	keepParked(b, time.Minute)
+	return a, b
+}
+
+// keepParked sets how long c's reader goroutine stays parked after a
+// direct section.
+func keepParked(c *Conn, d time.Duration) {
+	c.mu.Lock()
+	c.dir.idleAfter = d
+	c.mu.Unlock()
 }
 
 // waitFor polls cond every millisecond for at most 5 seconds.
@@ -115,9 +131,10 @@ func parkReader(t *testing.T, c, peer *Conn) {
 	if n, err := c.WaitDirect(rdmatest.Context(t, rdmatest.Config{}), cs); n != 1 || err != nil {
 		t.Fatalf("WaitDirect: %d %v", n, err)
 	}
+	// Parked while the section is open: no idle timer runs until it ends.
+	waitFor(t, "the reader goroutine parks", func() bool { return c.dirState().parked })
 	c.EndDirect()
 	rdmatest.WaitN(t, rdmatest.Config{}, peer, 1)
-	waitFor(t, "the reader goroutine parks", func() bool { return c.dirState().parked })
 }
 
 // blockedReading starts c's WaitDirect in a section and returns once it
@@ -220,6 +237,7 @@ func TestDirectOtherPoster(t *testing.T) {
 func TestDirectIdleNoticesEnd(t *testing.T) {
 	rdmatest.CheckGoroutines(t)
 	a, b := directPair(t)
+	keepParked(a, directIdle)
 	parkReader(t, a, b)
 	b.Close()
 	select {
@@ -324,6 +342,7 @@ func TestDirectReadPostedDuringWait(t *testing.T) {
 func TestDirectWaitDeadlineStands(t *testing.T) {
 	rdmatest.CheckGoroutines(t)
 	a, b := directPair(t)
+	keepParked(a, directIdle) // the reader goroutine reads again after directIdle
 	parkReader(t, a, b)
 	am := rdmatest.Alloc(t, a, 64, rdma.AccessLocalWrite)
 	bm := rdmatest.Alloc(t, b, 64, 0)
