@@ -2,10 +2,12 @@ package nfs
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"syscall"
 
 	"github.com/go-rpcrdma/rpcrdma/nfs/nfs3"
+	"github.com/go-rpcrdma/rpcrdma/nfs/nfs4"
 )
 
 // StatOf returns the NFS status for an error an FS returned: the
@@ -79,4 +81,47 @@ func StatOf(err error) nfs3.Stat {
 		}
 	}
 	return nfs3.ErrIO
+}
+
+// checkResults checks a COMPOUND's results against its operations (RFC
+// 8881 Section 16.2.3): one per operation run, in order, each of its
+// operation, ending at the first that failed; it returns that failure as
+// an *Error4.
+func checkResults(args []nfs4.ArgOp, r nfs4.CompoundRes) error {
+	if len(r.Ops) > len(args) {
+		return fmt.Errorf("nfs: COMPOUND reply holds %d results for %d operations", len(r.Ops), len(args))
+	}
+	for i, res := range r.Ops {
+		if res.Op() != args[i].Op() {
+			return fmt.Errorf("nfs: COMPOUND reply holds a %v result for operation %d, a %v", res.Op(), i, args[i].Op())
+		}
+		if st := res.OpStatus(); st != nfs4.OK {
+			if i != len(r.Ops)-1 {
+				return fmt.Errorf("nfs: COMPOUND reply goes on after %v failed", res.Op())
+			}
+			return &Error4{Op: res.Op(), Stat: st}
+		}
+	}
+	if len(r.Ops) < len(args) {
+		if r.Status == nfs4.OK {
+			return fmt.Errorf("nfs: COMPOUND reply holds %d results for %d operations and no error", len(r.Ops), len(args))
+		}
+		// A server that fails a COMPOUND before running an operation
+		// (NFS4ERR_MINOR_VERS_MISMATCH, say) returns no results.
+		op := args[len(r.Ops)].Op()
+		return &Error4{Op: op, Stat: r.Status}
+	}
+	return nil
+}
+
+// opNames lists ops for errors.
+func opNames(ops []nfs4.ArgOp) string {
+	s := ""
+	for i, o := range ops {
+		if i > 0 {
+			s += "+"
+		}
+		s += o.Op().String()
+	}
+	return s
 }

@@ -77,15 +77,11 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 	defer sv.closeListeners()
 	msg := nfsStartLine(fs.Arg(0), *export, *ro, *squash)
 	if *tcpAddr != "" {
-		l, err := net.Listen("tcp", *tcpAddr)
+		addr, err := sv.serveTCP(*tcpAddr, srv, *opts, nm)
 		if err != nil {
 			return err
 		}
-		topts := *opts
-		topts.ConnState = nfsTCPConns(nm, clog, &sv.conns)
-		rs := sv.add(l, srv.NewRPCServer(true, &topts), nm)
-		go func() { sv.served <- servedErr(rs.ServeListener(l)) }()
-		msg += "; tcp " + l.Addr().String() + " (NFS, MOUNT)"
+		msg += "; tcp " + addr + " (NFS, MOUNT)"
 	}
 	if *rdmaAddr != "" {
 		cfg := tf.config(log)
@@ -109,6 +105,20 @@ func nfsServe(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info(msg)
 	return sv.wait(ctx, *grace)
+}
+
+// serveTCP listens on addr and serves NFS and MOUNT there with srv, each
+// connection logged and counted (nfsTCPConns), on a goroutine that
+// reports to sv.served. It returns the address listened on.
+func (sv *nfsServing) serveTCP(addr string, srv *nfs.Server, opts rpc.ServerOptions, nm *nfsMetrics) (string, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	opts.ConnState = nfsTCPConns(nm, sv.clog, &sv.conns)
+	rs := sv.add(l, srv.NewRPCServer(true, &opts), nm)
+	go func() { sv.served <- servedErr(rs.ServeListener(l)) }()
+	return l.Addr().String(), nil
 }
 
 // nfsProvider returns the RDMA provider the flags ask for (nil when
